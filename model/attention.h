@@ -1,0 +1,39 @@
+#pragma once
+// Causal self-attention, written as the formula
+//     O = softmax_row(Q K^T / sqrt(d_k) + M) V,   M_ij = 0 if j <= i, -inf otherwise
+// so that the scores and the pattern are real tensors one can read. Heads are computed in
+// one batched matmul; q, k and v come from one Linear (c_attn) stacked in that order.
+
+#include <torch/torch.h>
+
+#include "model/config.h"
+
+namespace tinylm {
+
+struct AttentionResult {
+  torch::Tensor scores;   // (B, nh, T, T) after scaling and the mask
+  torch::Tensor pattern;  // (B, nh, T, T) rows sum to 1
+  torch::Tensor z;        // (B, nh, T, hs) pattern @ v
+};
+
+// q, k, v: (B, nh, T, hs). With `causal`, position i sees positions j <= i only.
+// Dropout on the pattern applies only when `training` and dropout > 0.
+AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          bool causal, double dropout = 0.0, bool training = false);
+
+class CausalSelfAttentionImpl : public torch::nn::Module {
+ public:
+  explicit CausalSelfAttentionImpl(const ModelConfig& config);
+
+  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+
+  torch::nn::Linear c_attn{nullptr};  // (3C, C): q, k, v
+  torch::nn::Linear c_proj{nullptr};  // (C, C)
+
+ private:
+  int64_t n_head_;
+  double dropout_;
+};
+TORCH_MODULE(CausalSelfAttention);
+
+}  // namespace tinylm

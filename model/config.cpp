@@ -1,0 +1,35 @@
+#include "model/config.h"
+
+#include <stdexcept>
+
+namespace tinylm {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument(message);
+}
+
+}  // namespace
+
+void ModelConfig::validate() const {
+  require(n_layer >= 1, "model.n_layer must be >= 1 (got " + std::to_string(n_layer) + ")");
+  require(n_head >= 1, "model.n_head must be >= 1 (got " + std::to_string(n_head) + ")");
+  require(n_embd >= 1, "model.n_embd must be >= 1 (got " + std::to_string(n_embd) + ")");
+  require(n_embd % n_head == 0, "model.n_embd (" + std::to_string(n_embd) +
+                                    ") must be divisible by model.n_head (" +
+                                    std::to_string(n_head) + ")");
+  require(block_size >= 1,
+          "model.block_size must be >= 1 (got " + std::to_string(block_size) + ")");
+  require(vocab_size >= 1,
+          "model.vocab_size must be >= 1 (got " + std::to_string(vocab_size) + ")");
+  require(dropout >= 0.0 && dropout < 1.0,
+          "model.dropout must be in [0, 1) (got " + std::to_string(dropout) + ")");
+  require(pos_encoding == "learned" || pos_encoding == "sinusoidal" || pos_encoding == "none",
+          "model.pos_encoding must be one of learned, sinusoidal, none (got \"" + pos_encoding +
+              "\")");
+  require(pos_encoding != "sinusoidal" || n_embd % 2 == 0,
+          "model.n_embd must be even for sinusoidal positions (got " + std::to_string(n_embd) +
+              ")");
+}
+
+}  // namespace tinylm

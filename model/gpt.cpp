@@ -1,0 +1,92 @@
+#include "model/gpt.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace tinylm {
+
+torch::Tensor sinusoidal_positions(int64_t block_size, int64_t n_embd) {
+  // Computed in double, stored in float: the table is exact to float rounding.
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  const torch::Tensor pos = torch::arange(block_size, f64).unsqueeze(1);              // (T, 1)
+  const torch::Tensor two_i = torch::arange(0, n_embd, 2, f64);                       // (C/2,)
+  const torch::Tensor angle = pos / torch::pow(10000.0, two_i / static_cast<double>(n_embd));
+  torch::Tensor table = torch::empty({block_size, n_embd}, f64);                      // (T, C)
+  table.slice(1, 0, n_embd, 2).copy_(torch::sin(angle));
+  table.slice(1, 1, n_embd, 2).copy_(torch::cos(angle));
+  return table.to(torch::kFloat32);
+}
+
+TransformerImpl::TransformerImpl(const ModelConfig& config) {
+  wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
+  if (config.pos_encoding == "learned") {
+    wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
+  }
+  auto blocks = register_module("h", torch::nn::ModuleList());
+  for (int64_t i = 0; i < config.n_layer; ++i) {
+    h.push_back(Block(config));
+    blocks->push_back(h.back());
+  }
+  ln_f = register_module("ln_f", LayerNorm(config.n_embd, config.bias));
+}
+
+GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
+  config_.validate();
+  transformer = register_module("transformer", Transformer(config_));
+  if (!config_.tie_weights) {
+    lm_head = register_module(
+        "lm_head",
+        torch::nn::Linear(torch::nn::LinearOptions(config_.n_embd, config_.vocab_size).bias(false)));
+  }
+  if (config_.pos_encoding == "sinusoidal") {
+    sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
+  }
+}
+
+void GPTImpl::init_weights(torch::Generator& generator) {
+  torch::NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    const bool is_norm = name.find(".ln_") != std::string::npos;
+    const bool is_residual_proj =
+        name.size() >= 14 && name.compare(name.size() - 14, 14, "c_proj.weight") == 0;
+    if (is_bias) {
+      p.zero_();
+    } else if (is_norm) {
+      p.fill_(1.0);
+    } else {
+      p.normal_(0.0, is_residual_proj ? residual_std : 0.02, generator);
+    }
+  }
+}
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
+  const int64_t T = idx.size(1);
+  if (T > config_.block_size) {
+    throw std::invalid_argument("sequence of length " + std::to_string(T) +
+                                " is longer than model.block_size " +
+                                std::to_string(config_.block_size));
+  }
+  torch::Tensor x = transformer->wte(idx);  // (B, T, C)
+  if (transformer->wpe) {
+    x = x + transformer->wpe->weight.slice(0, 0, T);  // (T, C) broadcast over B
+  } else if (sinusoid_.defined()) {
+    x = x + sinusoid_.slice(0, 0, T);
+  }
+  if (is_training() && config_.dropout > 0.0) x = torch::dropout(x, config_.dropout, true);
+  for (auto& block : transformer->h) x = block(x);
+  x = transformer->ln_f(x);                                      // (B, T, C)
+  const torch::Tensor& head = lm_head ? lm_head->weight : transformer->wte->weight;  // (V, C)
+  return torch::matmul(x, head.t());                             // (B, T, V)
+}
+
+int64_t GPTImpl::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+}  // namespace tinylm

@@ -1,0 +1,57 @@
+// tinylm: train, sample from and evaluate a tiny GPT. See README.md for the commands.
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include "tools/commands.h"
+
+namespace tinylm {
+
+void set_threads(int threads) {
+  if (threads < 0) throw UsageError("--threads must be >= 1 (got " + std::to_string(threads) + ")");
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+}
+
+}  // namespace tinylm
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  CLI::App app{"tinylm: a tiny, trainable, decoder-only language model"};
+  app.set_version_flag("--version", std::string("tinylm ") + TINYLM_VERSION);
+  app.require_subcommand(1);
+  const auto train = tinylm::add_train_command(app);
+  const auto sample = tinylm::add_sample_command(app);
+  const auto eval = tinylm::add_eval_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());
+    return 2;
+  }
+  try {
+    if (app.got_subcommand("train")) return train();
+    if (app.got_subcommand("sample")) return sample();
+    return eval();
+  } catch (const tinylm::UsageError& e) {
+    std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());
+    return 2;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "tinylm: error: %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tinylm: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,1 @@
+// Empty: the translation unit that builds the shared precompiled header.

@@ -1,0 +1,263 @@
+#include "train/checkpoint.h"
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "data/corpus.h"
+#include "train/atomic_file.h"
+#include "train/safetensors.h"
+
+namespace tinylm {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+json read_json(const fs::path& path) {
+  if (!fs::exists(path)) throw std::runtime_error(path.string() + " is missing");
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path.string() + " is not valid JSON (" + e.what() +
+                             "): the file is truncated or corrupted");
+  }
+}
+
+// AdamW keys its per-parameter state by the address of the tensor's implementation.
+std::string optimizer_key(const torch::Tensor& p) {
+  return c10::guts::to_string(p.unsafeGetTensorImpl());
+}
+
+int64_t step_in(const Safetensors& file, const fs::path& path) {
+  const auto it = file.metadata.find("step");
+  if (it == file.metadata.end()) throw std::runtime_error(path.string() + " records no step");
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    throw std::runtime_error(path.string() + " records a malformed step \"" + it->second + "\"");
+  }
+}
+
+void write_model(const fs::path& path, GPT& model, int64_t step) {
+  NamedTensors tensors;
+  for (const auto& item : model->named_parameters()) tensors.emplace_back(item.key(), item.value());
+  save_safetensors(path, tensors,
+                   {{"format", "pt"}, {"step", std::to_string(step)}, {"tinylm", TINYLM_VERSION}});
+}
+
+}  // namespace
+
+void load_weights(const fs::path& path, GPT& model) {
+  const Safetensors file = load_safetensors(path);
+  torch::NoGradGuard no_grad;
+  auto params = model->named_parameters();
+  for (const auto& item : params) {
+    const auto it = file.tensors.find(item.key());
+    if (it == file.tensors.end()) {
+      throw std::runtime_error(path.string() + " lacks " + item.key() + " (shape " +
+                               c10::str(item.value().sizes()) + ") that config.json implies");
+    }
+    if (it->second.sizes() != item.value().sizes() || it->second.scalar_type() != torch::kFloat32) {
+      throw std::runtime_error(path.string() + ": " + item.key() + " is " +
+                               c10::toString(it->second.scalar_type()) + " " +
+                               c10::str(it->second.sizes()) + " but config.json implies Float " +
+                               c10::str(item.value().sizes()));
+    }
+    item.value().copy_(it->second);
+  }
+  for (const auto& [name, tensor] : file.tensors) {
+    if (!params.contains(name)) {
+      throw std::runtime_error(path.string() + " holds " + name +
+                               ", which the model of config.json does not have");
+    }
+  }
+}
+
+json model_config_to_json(const ModelConfig& c) {
+  return {{"n_layer", c.n_layer},   {"n_head", c.n_head},
+          {"n_embd", c.n_embd},     {"block_size", c.block_size},
+          {"vocab_size", c.vocab_size}, {"dropout", c.dropout},
+          {"bias", c.bias},         {"pos_encoding", c.pos_encoding},
+          {"tie_weights", c.tie_weights}};
+}
+
+ModelConfig model_config_from_json(const json& doc, const std::string& source) {
+  if (!doc.is_object()) throw std::runtime_error(source + " is not a JSON object");
+  ModelConfig c;
+  const auto get = [&](const char* key, auto& out, bool (json::*check)() const noexcept,
+                       const char* expected) {
+    if (!doc.contains(key) || !(doc[key].*check)()) {
+      throw std::runtime_error(source + ": \"" + key + "\" is missing or not " + expected);
+    }
+    out = doc[key].get<std::decay_t<decltype(out)>>();
+  };
+  get("n_layer", c.n_layer, &json::is_number_integer, "an integer");
+  get("n_head", c.n_head, &json::is_number_integer, "an integer");
+  get("n_embd", c.n_embd, &json::is_number_integer, "an integer");
+  get("block_size", c.block_size, &json::is_number_integer, "an integer");
+  get("vocab_size", c.vocab_size, &json::is_number_integer, "an integer");
+  get("dropout", c.dropout, &json::is_number, "a number");
+  get("bias", c.bias, &json::is_boolean, "a boolean");
+  get("pos_encoding", c.pos_encoding, &json::is_string, "a string");
+  get("tie_weights", c.tie_weights, &json::is_boolean, "a boolean");
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(source + ": " + e.what());
+  }
+  return c;
+}
+
+std::string generator_state(torch::Generator& generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  const torch::Tensor state = generator.get_state().contiguous();
+  std::string hex;
+  hex.reserve(static_cast<size_t>(state.numel()) * 2);
+  const uint8_t* bytes = state.data_ptr<uint8_t>();
+  char pair[3];
+  for (int64_t i = 0; i < state.numel(); ++i) {
+    std::snprintf(pair, sizeof pair, "%02x", bytes[i]);
+    hex += pair;
+  }
+  return hex;
+}
+
+void set_generator_state(torch::Generator& generator, const std::string& hex,
+                         const std::string& source) {
+  if (hex.size() % 2 != 0 || hex.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    throw std::runtime_error(source + ": a generator state is not a hex string");
+  }
+  torch::Tensor state = torch::empty({static_cast<int64_t>(hex.size() / 2)}, torch::kUInt8);
+  uint8_t* bytes = state.data_ptr<uint8_t>();
+  for (size_t i = 0; i < hex.size() / 2; ++i) {
+    bytes[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  try {
+    generator.set_state(state);
+  } catch (const c10::Error&) {
+    throw std::runtime_error(source + ": a generator state has the wrong size");
+  }
+}
+
+bool is_run_directory(const fs::path& dir) {
+  return fs::is_regular_file(dir / "state.json") || fs::is_regular_file(dir / "model.safetensors");
+}
+
+void save_checkpoint(const fs::path& dir, const RunConfig& config, const CharTokenizer& tokenizer,
+                     GPT& model, const torch::optim::AdamW& optimizer, const TrainingState& state) {
+  fs::create_directories(dir);
+  write_file_atomic(dir / "config.toml", to_toml(config));
+  write_file_atomic(dir / "config.json", model_config_to_json(model->config()).dump(2) + "\n");
+  write_file_atomic(dir / "tokenizer.json", tokenizer.to_json().dump() + "\n");
+  write_model(dir / "model.safetensors", model, state.step);
+
+  NamedTensors moments;
+  for (const auto& item : model->named_parameters()) {
+    const auto it = optimizer.state().find(optimizer_key(item.value()));
+    if (it == optimizer.state().end()) continue;  // no step taken yet
+    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+    moments.emplace_back("exp_avg." + item.key(), s.exp_avg());
+    moments.emplace_back("exp_avg_sq." + item.key(), s.exp_avg_sq());
+  }
+  moments.emplace_back("step", torch::tensor(state.step, torch::kInt64));
+  save_safetensors(dir / "optimizer.safetensors", moments, {{"step", std::to_string(state.step)}});
+
+  const json doc = {
+      {"format", 1},
+      {"step", state.step},
+      {"last_eval_step", state.last_eval_step},
+      {"best_val_loss", std::isfinite(state.best_val_loss) ? json(state.best_val_loss) : json(nullptr)},
+      {"metrics_bytes", state.metrics_bytes},
+      {"threads", state.threads},
+      {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng},
+               {"torch_default", state.torch_rng}}},
+      {"versions", {{"tinylm", TINYLM_VERSION}, {"libtorch", TORCH_VERSION}}}};
+  write_file_atomic(dir / "state.json", doc.dump(2) + "\n");
+}
+
+Run load_run(const fs::path& dir) {
+  if (!fs::is_directory(dir)) throw std::runtime_error("run directory not found: " + dir.string());
+  if (!fs::exists(dir / "config.json") || !fs::exists(dir / "model.safetensors")) {
+    throw std::runtime_error(dir.string() +
+                             " is not a tinylm run directory (it needs config.json and "
+                             "model.safetensors; train one with `tinylm train CONFIG.toml`)");
+  }
+  RunConfig config = load_run_config(dir / "config.toml");
+  const ModelConfig model_config =
+      model_config_from_json(read_json(dir / "config.json"), (dir / "config.json").string());
+  ModelConfig from_toml = config.model;
+  from_toml.vocab_size = model_config.vocab_size;
+  if (model_config_to_json(from_toml) != model_config_to_json(model_config)) {
+    throw std::runtime_error(dir.string() + ": config.toml and config.json disagree on the model");
+  }
+  config.model = model_config;
+  CharTokenizer tokenizer = CharTokenizer::from_json(read_json(dir / "tokenizer.json"),
+                                                     (dir / "tokenizer.json").string());
+  if (tokenizer.vocab_size() != model_config.vocab_size) {
+    throw std::runtime_error(dir.string() + ": tokenizer.json has " +
+                             std::to_string(tokenizer.vocab_size()) +
+                             " entries but config.json says vocab_size " +
+                             std::to_string(model_config.vocab_size));
+  }
+  GPT model(model_config);
+  load_weights(dir / "model.safetensors", model);
+  model->eval();
+  return Run{std::move(config), std::move(tokenizer), std::move(model)};
+}
+
+void load_optimizer(const fs::path& dir, GPT& model, torch::optim::AdamW& optimizer,
+                    int64_t expected_step) {
+  const fs::path path = dir / "optimizer.safetensors";
+  const Safetensors file = load_safetensors(path);
+  const int64_t step = step_in(file, path);
+  const int64_t model_step = step_in(load_safetensors(dir / "model.safetensors"), dir / "model.safetensors");
+  if (step != expected_step || model_step != expected_step) {
+    throw std::runtime_error(dir.string() + ": checkpoint files are from different steps (state.json " +
+                             std::to_string(expected_step) + ", model.safetensors " +
+                             std::to_string(model_step) + ", optimizer.safetensors " +
+                             std::to_string(step) + "); a save was cut short. Resume from " +
+                             (dir / "best").string() + " instead");
+  }
+  optimizer.state().clear();
+  if (step == 0) return;
+  for (const auto& item : model->named_parameters()) {
+    const auto avg = file.tensors.find("exp_avg." + item.key());
+    const auto avg_sq = file.tensors.find("exp_avg_sq." + item.key());
+    if (avg == file.tensors.end() || avg_sq == file.tensors.end() ||
+        avg->second.sizes() != item.value().sizes() || avg_sq->second.sizes() != item.value().sizes()) {
+      throw std::runtime_error(path.string() + " lacks AdamW moments of the right shape for " + item.key());
+    }
+    auto s = std::make_unique<torch::optim::AdamWParamState>();
+    s->step(step);
+    s->exp_avg(avg->second.clone());
+    s->exp_avg_sq(avg_sq->second.clone());
+    optimizer.state()[optimizer_key(item.value())] = std::move(s);
+  }
+}
+
+TrainingState load_training_state(const fs::path& dir) {
+  const fs::path path = dir / "state.json";
+  const json doc = read_json(path);
+  TrainingState s;
+  try {
+    s.step = doc.at("step").get<int64_t>();
+    s.last_eval_step = doc.at("last_eval_step").get<int64_t>();
+    const json& best = doc.at("best_val_loss");
+    s.best_val_loss = best.is_null() ? std::numeric_limits<double>::infinity() : best.get<double>();
+    s.metrics_bytes = doc.at("metrics_bytes").get<uint64_t>();
+    s.threads = doc.at("threads").get<int64_t>();
+    s.train_rng = doc.at("rng").at("train_batches").get<std::string>();
+    s.eval_rng = doc.at("rng").at("eval_batches").get<std::string>();
+    s.torch_rng = doc.at("rng").at("torch_default").get<std::string>();
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path.string() + " is malformed (" + e.what() + ")");
+  }
+  if (s.step < 0) throw std::runtime_error(path.string() + ": step is negative");
+  return s;
+}
+
+}  // namespace tinylm

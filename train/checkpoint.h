@@ -1,0 +1,67 @@
+#pragma once
+// The run directory: what a checkpoint writes and what sample/eval/resume read back.
+//   config.toml  config.json  tokenizer.json  model.safetensors  optimizer.safetensors
+//   state.json   metrics.jsonl   best/ (the same files at the best val loss so far)
+// Every file is written atomically, state.json last; every read validates before it trusts
+// (names and shapes against config.json, the step recorded in each file against state.json).
+
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+#include <torch/torch.h>
+
+#include "data/char_tokenizer.h"
+#include "model/gpt.h"
+#include "train/run_config.h"
+
+namespace tinylm {
+
+// What, besides weights and optimizer moments, makes a resumed run equal to an unbroken one.
+struct TrainingState {
+  int64_t step = 0;             // optimizer steps completed
+  int64_t last_eval_step = -1;  // the step whose eval is already logged
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  uint64_t metrics_bytes = 0;   // length of metrics.jsonl when this checkpoint was written
+  int64_t threads = 0;
+  std::string train_rng;        // generator states, hex
+  std::string eval_rng;
+  std::string torch_rng;        // LibTorch's default generator (dropout draws from it)
+};
+
+struct Run {
+  RunConfig config;
+  CharTokenizer tokenizer;
+  GPT model;
+};
+
+nlohmann::json model_config_to_json(const ModelConfig& config);
+ModelConfig model_config_from_json(const nlohmann::json& doc, const std::string& source);
+
+std::string generator_state(torch::Generator& generator);
+void set_generator_state(torch::Generator& generator, const std::string& hex,
+                         const std::string& source);
+
+// A directory is a run when it holds a state.json or a model.safetensors.
+bool is_run_directory(const std::filesystem::path& dir);
+
+// Writes every file of a checkpoint into `dir` (created if needed), state.json last.
+void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
+                     const CharTokenizer& tokenizer, GPT& model,
+                     const torch::optim::AdamW& optimizer, const TrainingState& state);
+
+// Copies model.safetensors into `model`; names, dtypes and shapes must agree exactly.
+void load_weights(const std::filesystem::path& path, GPT& model);
+
+// Loads config, tokenizer and weights for sample/eval; validates all of them.
+Run load_run(const std::filesystem::path& dir);
+
+// Restores AdamW moments and step counts; the file must be from `expected_step`.
+void load_optimizer(const std::filesystem::path& dir, GPT& model, torch::optim::AdamW& optimizer,
+                    int64_t expected_step);
+
+TrainingState load_training_state(const std::filesystem::path& dir);
+
+}  // namespace tinylm

@@ -1,0 +1,67 @@
+#include "train/evaluate.h"
+
+#include <stdexcept>
+
+namespace tinylm {
+
+torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+}
+
+namespace {
+
+// Summed nats of one batch of equal-length windows starting at `starts`.
+double batch_nats(GPT& model, const torch::Tensor& tokens, const std::vector<int64_t>& starts,
+                  int64_t T) {
+  std::vector<torch::Tensor> xs, ys;
+  for (int64_t s : starts) {
+    xs.push_back(tokens.slice(0, s, s + T));
+    ys.push_back(tokens.slice(0, s + 1, s + T + 1));
+  }
+  const torch::Tensor logits = model->forward(torch::stack(xs));  // (B, T, V)
+  const torch::Tensor targets = torch::stack(ys);                 // (B, T)
+  return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
+                                   {}, at::Reduction::Sum)
+      .item<double>();
+}
+
+}  // namespace
+
+Score score_tokens(GPT& model, const torch::Tensor& tokens, int64_t windows_per_batch) {
+  const int64_t N = tokens.numel();
+  if (N < 2) throw std::invalid_argument("scoring needs at least 2 tokens (got " + std::to_string(N) + ")");
+  const torch::Tensor t = tokens.to(torch::kInt64).contiguous();
+  const int64_t T = model->config().block_size;
+  const int64_t predicted = N - 1, full = predicted / T, tail = predicted % T;
+  const bool was_training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  double nats = 0.0;
+  std::vector<int64_t> starts;
+  for (int64_t w = 0; w < full; ++w) {
+    starts.push_back(w * T);
+    if (static_cast<int64_t>(starts.size()) == windows_per_batch || w == full - 1) {
+      nats += batch_nats(model, t, starts, T);
+      starts.clear();
+    }
+  }
+  if (tail > 0) nats += batch_nats(model, t, {full * T}, tail);
+  model->train(was_training);
+  return {nats / static_cast<double>(predicted), predicted};
+}
+
+double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
+                     torch::Generator& generator) {
+  const bool was_training = model->is_training();
+  model->eval();
+  torch::NoGradGuard no_grad;
+  double total = 0.0;
+  for (int64_t i = 0; i < iters; ++i) {
+    const auto [x, y] = sampler.sample(generator);
+    total += next_token_loss(model->forward(x), y).item<double>();
+  }
+  model->train(was_training);
+  return total / static_cast<double>(iters);
+}
+
+}  // namespace tinylm

@@ -1,0 +1,40 @@
+#pragma once
+// A one-line live progress display on stderr (step, loss, tokens/s, ETA), redrawn in place
+// when stderr is a terminal and silent otherwise. Log lines call clear() first so that the
+// two never interleave on one line.
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+
+namespace tinylm {
+
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled) : enabled_(enabled && ::isatty(STDERR_FILENO)) {}
+  ~ProgressLine() { clear(); }
+
+  void update(int64_t step, int64_t total, double loss, double tokens_per_s, double eta_s) {
+    if (!enabled_) return;
+    const auto eta = static_cast<int64_t>(eta_s + 0.5);
+    std::fprintf(stderr, "\r\033[K step %lld/%lld | loss %.4f | %.0f tok/s | ETA %lld:%02lld",
+                 static_cast<long long>(step), static_cast<long long>(total), loss, tokens_per_s,
+                 static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  void clear() {
+    if (!shown_) return;
+    std::fprintf(stderr, "\r\033[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+};
+
+}  // namespace tinylm

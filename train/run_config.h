@@ -1,0 +1,79 @@
+#pragma once
+// Everything a run is made of, as read from a TOML file with sections [model], [data],
+// [train] and [sample], plus `section.key=value` overrides from the command line. Strict:
+// an unknown key names the closest valid one; a wrong type or range names the key, where
+// it came from, and what is allowed. The resolved config is written back as config.toml.
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace tinylm {
+
+struct DataConfig {
+  std::string path;              // a UTF-8 file or a directory of *.txt
+  double train_fraction = 0.9;   // the first part trains, the rest validates
+  std::string tokenizer = "char";
+};
+
+struct TrainConfig {
+  int64_t batch_size = 12;
+  int64_t gradient_accumulation_steps = 1;
+  int64_t max_iters = 2000;
+  double learning_rate = 1e-3;
+  bool decay_lr = true;
+  int64_t warmup_iters = 100;
+  int64_t lr_decay_iters = 2000;
+  double min_lr = 1e-4;
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;  // 0 = off
+  int64_t eval_interval = 250;
+  int64_t eval_iters = 20;
+  int64_t log_interval = 10;
+  int64_t seed = 1337;
+};
+
+struct SampleConfig {
+  std::string prompt = "\n";
+  int64_t max_new_tokens = 500;
+  double temperature = 0.8;
+  int64_t top_k = 200;
+  double top_p = 1.0;
+  int64_t num_samples = 1;
+  int64_t seed = 1337;
+};
+
+// Generation without a cache costs a forward pass per token; beyond this it is a mistake.
+inline constexpr int64_t kMaxNewTokensLimit = 100000;
+
+struct RunConfig {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  SampleConfig sample;
+
+  // Throws std::invalid_argument naming the first bad field. model.vocab_size may be unset.
+  void validate() const;
+};
+
+// Reads `path` on top of the defaults; throws on a parse error, unknown key or bad value.
+RunConfig load_run_config(const std::filesystem::path& path);
+
+// Applies overrides such as "train.max_iters=100" (value in TOML syntax; strings may be bare).
+void apply_overrides(RunConfig& config, const std::vector<std::string>& overrides);
+
+// The resolved config as a TOML document (every key, defaults included).
+std::string to_toml(const RunConfig& config);
+
+// All valid keys, "section.key".
+std::vector<std::string> config_keys();
+
+// The key in `candidates` closest to `key` by edit distance (empty if none is close).
+std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);
+
+}  // namespace tinylm

@@ -1,0 +1,152 @@
+#include "train/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "data/corpus.h"
+#include "train/atomic_file.h"
+
+namespace tinylm {
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
+
+const std::vector<std::pair<std::string, torch::ScalarType>>& dtypes() {
+  static const std::vector<std::pair<std::string, torch::ScalarType>> table = {
+      {"F32", torch::kFloat32}, {"F64", torch::kFloat64}, {"I64", torch::kInt64},
+      {"I32", torch::kInt32},   {"U8", torch::kUInt8}};
+  return table;
+}
+
+std::string dtype_name(torch::ScalarType type) {
+  for (const auto& [name, t] : dtypes()) {
+    if (t == type) return name;
+  }
+  throw std::invalid_argument(std::string("safetensors: unsupported tensor dtype ") +
+                              c10::toString(type));
+}
+
+}  // namespace
+
+std::string encode_safetensors(const NamedTensors& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<torch::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const torch::Tensor t = tensor.detach().to(torch::kCPU).contiguous();
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * t.element_size();
+    header[name] = {{"dtype", dtype_name(t.scalar_type())},
+                    {"shape", t.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(t);
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
+  std::string out(8, '\0');
+  const uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  out += json;
+  out.reserve(out.size() + offset);
+  for (const torch::Tensor& t : data) {
+    out.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
+  }
+  return out;
+}
+
+Safetensors decode_safetensors(const std::string& bytes, const std::string& source) {
+  const auto bad = [&](const std::string& what) {
+    return std::runtime_error(source + " is not a valid safetensors file: " + what);
+  };
+  if (bytes.size() < 8) throw bad("shorter than its 8-byte header length");
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8) {
+    throw bad("header length " + std::to_string(header_len) + " exceeds the file (" +
+              std::to_string(bytes.size()) + " bytes): truncated?");
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(header_len));
+  } catch (const nlohmann::json::exception& e) {
+    throw bad(std::string("header is not JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) throw bad("header is not a JSON object");
+  const uint64_t data_size = bytes.size() - 8 - header_len;
+  const char* data = bytes.data() + 8 + header_len;
+
+  Safetensors out;
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw bad("__metadata__ is not an object");
+      for (const auto& [k, v] : entry.items()) {
+        if (!v.is_string()) throw bad("__metadata__." + k + " is not a string");
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor " + name + ": ";
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets")) {
+      throw bad(where + "expected {dtype, shape, data_offsets}");
+    }
+    const auto& dtype = entry["dtype"];
+    const auto found = std::find_if(dtypes().begin(), dtypes().end(), [&](const auto& d) {
+      return dtype.is_string() && d.first == dtype.get<std::string>();
+    });
+    if (found == dtypes().end()) throw bad(where + "unsupported dtype " + dtype.dump());
+    const auto& shape_json = entry["shape"];
+    if (!shape_json.is_array()) throw bad(where + "shape is not an array");
+    std::vector<int64_t> shape;
+    uint64_t numel = 1;
+    for (const auto& d : shape_json) {
+      if (!d.is_number_unsigned()) throw bad(where + "shape has a non-integer or negative entry");
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim != 0 && numel > (uint64_t(1) << 48) / dim) throw bad(where + "shape is too large");
+      numel *= dim;
+      shape.push_back(static_cast<int64_t>(dim));
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned()) {
+      throw bad(where + "data_offsets must be two non-negative integers");
+    }
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    if (begin > end || end > data_size) {
+      throw bad(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                "] fall outside the " + std::to_string(data_size) + " data bytes: truncated?");
+    }
+    const torch::ScalarType type = found->second;
+    const uint64_t expected = numel * c10::elementSize(type);
+    if (end - begin != expected) {
+      throw bad(where + "holds " + std::to_string(end - begin) + " bytes but dtype and shape need " +
+                std::to_string(expected));
+    }
+    spans.emplace_back(begin, end);
+    torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type));
+    if (expected > 0) std::memcpy(t.data_ptr(), data + begin, expected);
+    out.tensors.emplace(name, std::move(t));
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    if (spans[i].first < spans[i - 1].second) throw bad("two tensors' data_offsets overlap");
+  }
+  return out;
+}
+
+void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  write_file_atomic(path, encode_safetensors(tensors, metadata));
+}
+
+Safetensors load_safetensors(const std::filesystem::path& path) {
+  return decode_safetensors(read_file(path), path.string());
+}
+
+}  // namespace tinylm

@@ -1,0 +1,234 @@
+#include "train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "data/batches.h"
+#include "data/char_tokenizer.h"
+#include "data/corpus.h"
+#include "model/gpt.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/lr_schedule.h"
+#include "train/progress.h"
+
+namespace tinylm {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// AdamW with decoupled weight decay on matrices and embeddings (dim >= 2) only; biases and
+// LayerNorm weights are not decayed, as in nanoGPT.
+torch::optim::AdamW make_optimizer(GPT& model, const TrainConfig& t) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  const auto options = [&](double weight_decay) {
+    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(t.learning_rate)
+                                                            .betas({t.beta1, t.beta2})
+                                                            .eps(1e-8)
+                                                            .weight_decay(weight_decay));
+  };
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, options(t.weight_decay));
+  groups.emplace_back(no_decay, options(0.0));
+  return torch::optim::AdamW(std::move(groups));
+}
+
+// Appends one JSON object per line, flushed, and counts the bytes so a checkpoint can say
+// where the log stood.
+class MetricsLog {
+ public:
+  MetricsLog(const fs::path& path, uint64_t keep_bytes, bool resume) : path_(path) {
+    if (resume && fs::exists(path)) {
+      const uint64_t size = fs::file_size(path);
+      if (size > keep_bytes) fs::resize_file(path, keep_bytes);  // drop lines after the checkpoint
+      bytes_ = std::min(size, keep_bytes);
+    }
+    out_.open(path, resume ? std::ios::app : std::ios::trunc);
+    if (!out_) throw std::runtime_error("cannot write " + path.string());
+  }
+  void write(const json& record) {
+    const std::string line = record.dump() + "\n";
+    out_ << line << std::flush;
+    if (!out_) throw std::runtime_error("cannot write " + path_.string());
+    bytes_ += line.size();
+  }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  fs::path path_;
+  std::ofstream out_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace
+
+TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
+  RunConfig config = run_config;
+  const TrainConfig& t = config.train;
+  const fs::path& out = options.out_dir;
+  if (!options.resume && fs::exists(out) && !fs::is_empty(out)) {
+    throw std::runtime_error("run directory " + out.string() +
+                             " already exists; pass --resume to continue it or --out to choose "
+                             "another");
+  }
+  if (options.resume && !is_run_directory(out)) {
+    throw std::runtime_error("cannot resume: " + out.string() +
+                             " is not a tinylm run directory (no state.json)");
+  }
+
+  // Data: text -> tokens -> splits -> random-window samplers.
+  const auto t_data = Clock::now();
+  const std::string text = read_corpus(config.data.path);
+  CharTokenizer tokenizer = CharTokenizer::from_text(text);
+  if (options.resume) {
+    const CharTokenizer saved = load_run(out).tokenizer;
+    if (saved.vocab() != tokenizer.vocab()) {
+      throw std::runtime_error("cannot resume: the corpus " + config.data.path +
+                               " now has a different character set than when " + out.string() +
+                               " was trained");
+    }
+  }
+  std::vector<int64_t> ids = tokenizer.encode(text, config.data.path);
+  const torch::Tensor tokens =
+      torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
+  const TokenSplits splits = split_tokens(tokens, config.data.train_fraction);
+  config.model.vocab_size = tokenizer.vocab_size();
+  const BatchSampler train_batches(splits.train, config.model.block_size, t.batch_size, "train");
+  const BatchSampler val_batches(splits.val, config.model.block_size, t.batch_size, "val");
+  spdlog::info("data: {} ({} train / {} val tokens, vocab {}) read in {:.2f} s", config.data.path,
+               splits.train.numel(), splits.val.numel(), tokenizer.vocab_size(),
+               seconds_since(t_data));
+
+  // Model, optimizer and every source of randomness, seeded apart.
+  torch::manual_seed(static_cast<uint64_t>(t.seed));
+  auto init_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed));
+  auto train_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
+  auto eval_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 2);
+  GPT model(config.model);
+  model->init_weights(init_rng);
+  model->train();
+  torch::optim::AdamW optimizer = make_optimizer(model, t);
+
+  TrainingState state;
+  if (options.resume) {
+    state = load_training_state(out);
+    load_weights(out / "model.safetensors", model);
+    load_optimizer(out, model, optimizer, state.step);
+    set_generator_state(train_rng, state.train_rng, (out / "state.json").string());
+    set_generator_state(eval_rng, state.eval_rng, (out / "state.json").string());
+    auto default_rng = at::detail::getDefaultCPUGenerator();
+    set_generator_state(default_rng, state.torch_rng, (out / "state.json").string());
+    if (state.threads != torch::get_num_threads()) {
+      spdlog::warn("the checkpoint was written with {} threads and this run uses {}: losses will "
+                   "differ in the last bits from an unbroken run",
+                   state.threads, torch::get_num_threads());
+    }
+    spdlog::info("resuming {} at step {} of {}", out.string(), state.step, t.max_iters);
+  }
+  fs::create_directories(out);
+  MetricsLog metrics(out / "metrics.jsonl", state.metrics_bytes, options.resume);
+  spdlog::info("model: {:.2f}M parameters ({} layers, {} heads, n_embd {}, block {}, {} positions)",
+               static_cast<double>(model->num_parameters()) / 1e6, config.model.n_layer,
+               config.model.n_head, config.model.n_embd, config.model.block_size,
+               config.model.pos_encoding);
+
+  const auto checkpoint = [&](const fs::path& dir) {
+    state.metrics_bytes = metrics.bytes();
+    state.threads = torch::get_num_threads();
+    state.train_rng = generator_state(train_rng);
+    state.eval_rng = generator_state(eval_rng);
+    auto default_rng = at::detail::getDefaultCPUGenerator();
+    state.torch_rng = generator_state(default_rng);
+    save_checkpoint(dir, config, tokenizer, model, optimizer, state);
+  };
+
+  const int64_t tokens_per_step = t.batch_size * config.model.block_size * t.gradient_accumulation_steps;
+  const auto start = Clock::now();
+  const int64_t first_step = state.step;
+  double val_loss = std::nan("");
+  double step_seconds_avg = 0.0;  // moving average for the ETA
+  ProgressLine progress(options.progress);
+  std::vector<torch::Tensor> params = model->parameters();
+
+  while (true) {
+    const int64_t step = state.step;
+    if ((step % t.eval_interval == 0 || step == t.max_iters) && state.last_eval_step != step) {
+      const auto t_eval = Clock::now();
+      const double train_loss = estimate_loss(model, train_batches, t.eval_iters, eval_rng);
+      val_loss = estimate_loss(model, val_batches, t.eval_iters, eval_rng);
+      progress.clear();
+      spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.2f} s)", step, train_loss,
+                   val_loss, seconds_since(t_eval));
+      metrics.write({{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
+                     {"val_loss", val_loss}, {"lr", learning_rate_at(step, t)},
+                     {"elapsed_s", seconds_since(start)}});
+      state.last_eval_step = step;
+      const bool improved = val_loss < state.best_val_loss;
+      if (improved) state.best_val_loss = val_loss;
+      checkpoint(out);
+      if (improved) checkpoint(out / "best");
+    }
+    if (step >= t.max_iters) break;
+
+    const auto t_step = Clock::now();
+    const double lr = learning_rate_at(step, t);
+    for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+    double loss_sum = 0.0;
+    for (int64_t micro = 0; micro < t.gradient_accumulation_steps; ++micro) {
+      const auto [x, y] = train_batches.sample(train_rng);  // (B, T), (B, T)
+      const torch::Tensor loss =
+          next_token_loss(model->forward(x), y) / static_cast<double>(t.gradient_accumulation_steps);
+      loss.backward();
+      loss_sum += loss.item<double>();
+    }
+    const double grad_norm = torch::nn::utils::clip_grad_norm_(
+        params, t.grad_clip > 0.0 ? t.grad_clip : std::numeric_limits<double>::infinity());
+    optimizer.step();
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();  // set to none: no zeroing pass
+    state.step = step + 1;
+    const double dt = seconds_since(t_step);
+    step_seconds_avg = step == first_step ? dt : 0.9 * step_seconds_avg + 0.1 * dt;
+
+    if (step % t.log_interval == 0) {
+      progress.clear();
+      spdlog::info("step {}: loss {:.4f}, lr {:.2e}, {:.1f} ms/iter, {:.0f} tok/s, grad norm {:.3f}",
+                   step, loss_sum, lr, dt * 1e3, tokens_per_step / dt, grad_norm);
+      metrics.write({{"kind", "train"}, {"step", step}, {"loss", loss_sum}, {"lr", lr},
+                     {"grad_norm", grad_norm}, {"ms_per_iter", dt * 1e3},
+                     {"tokens_per_s", tokens_per_step / dt}, {"elapsed_s", seconds_since(start)}});
+    }
+    progress.update(state.step, t.max_iters, loss_sum, tokens_per_step / step_seconds_avg,
+                    step_seconds_avg * static_cast<double>(t.max_iters - state.step));
+    if (options.on_step) options.on_step(state.step);
+    if (options.stop_requested && options.stop_requested->load()) {
+      progress.clear();
+      checkpoint(out);
+      spdlog::warn("interrupted: checkpoint at step {} written to {}; continue with --resume",
+                   state.step, out.string());
+      return {TrainOutcome::kInterrupted, state.step, val_loss};
+    }
+  }
+  progress.clear();
+  const double elapsed = seconds_since(start);
+  const int64_t steps = state.step - first_step;
+  spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
+               steps, elapsed, steps > 0 ? elapsed * 1e3 / static_cast<double>(steps) : 0.0,
+               val_loss, state.best_val_loss, out.string());
+  return {TrainOutcome::kFinished, state.step, val_loss};
+}
+
+}  // namespace tinylm

@@ -1,0 +1,39 @@
+#pragma once
+// The training loop: AdamW (weight decay on 2-D+ parameters only), the lr schedule,
+// gradient accumulation and clipping, periodic loss estimates, metrics.jsonl, checkpoints
+// (`last` at every eval, best/ when val improves) and exact resumption: a resumed run
+// reproduces the losses of an unbroken one step for step (same thread count, CPU).
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+
+#include "train/run_config.h"
+
+namespace tinylm {
+
+struct TrainOptions {
+  std::filesystem::path out_dir;
+  bool resume = false;
+  bool progress = true;  // the live line, when stderr is a terminal
+  // Polled after every step; when set, the step is finished, a checkpoint is written and
+  // train() returns Interrupted.
+  const std::atomic<bool>* stop_requested = nullptr;
+  // Called after every optimizer step with the number of steps completed.
+  std::function<void(int64_t step)> on_step;
+};
+
+enum class TrainOutcome { kFinished, kInterrupted };
+
+struct TrainResult {
+  TrainOutcome outcome = TrainOutcome::kFinished;
+  int64_t step = 0;
+  double val_loss = 0.0;  // the last estimate
+};
+
+// `config` is the run's config; on resume it must be the one in out_dir/config.toml
+// (apart from train.max_iters and the [sample] section, which may change).
+TrainResult train(const RunConfig& config, const TrainOptions& options);
+
+}  // namespace tinylm

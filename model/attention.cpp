@@ -3,13 +3,15 @@
 #include <cmath>
 #include <limits>
 
+#include "model/batched_matmul.h"
+
 namespace tinylm {
 
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           bool causal, double dropout, bool training) {
   const int64_t T = q.size(-2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)) * scale;  // (B, nh, T, T)
+  torch::Tensor scores = batched_matmul(q, k.transpose(-2, -1)) * scale;  // (B, nh, T, T)
   if (causal) {
     // Built per call: T x T booleans are cheap next to the matmuls, and it keeps the function pure.
     const torch::Tensor future =
@@ -19,7 +21,7 @@ AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const 
   torch::Tensor pattern = torch::softmax(scores, -1);  // (B, nh, T, T)
   torch::Tensor attended = pattern;
   if (training && dropout > 0.0) attended = torch::dropout(pattern, dropout, true);
-  torch::Tensor z = torch::matmul(attended, v);  // (B, nh, T, hs)
+  torch::Tensor z = batched_matmul(attended, v);  // (B, nh, T, hs)
   return {scores, pattern, z};
 }
 

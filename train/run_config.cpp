@@ -1,10 +1,14 @@
 #include "train/run_config.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <variant>
+
+#include <nlohmann/json.hpp>
 
 #include <toml++/toml.h>
 
@@ -282,17 +286,33 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& override
 }
 
 std::string to_toml(const RunConfig& config) {
-  toml::table doc;
-  for (const char* section : {"model", "data", "train", "sample"}) doc.insert(section, toml::table{});
+  // Written by hand rather than through toml++'s printer, which emits a lone newline as a
+  // multi-line literal that reads back empty, and 0.9 as 0.90000000000000002.
+  const auto format = [](const Value& value) -> std::string {
+    if (const auto* s = std::get_if<std::string>(&value)) return nlohmann::json(*s).dump();
+    if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
+    if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
+    const double d = std::get<double>(value);
+    char text[32];
+    for (int precision = 1; precision <= 17; ++precision) {  // shortest exact form
+      std::snprintf(text, sizeof text, "%.*g", precision, d);
+      if (std::strtod(text, nullptr) == d) break;
+    }
+    std::string out = text;
+    if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // stay a float in TOML
+    return out;
+  };
+  std::string out = "# The fully resolved config of this run, written by tinylm.\n";
+  std::string section;
   for (const Field& f : schema()) {
     const size_t dot = f.name.find('.');
-    toml::table& section = *doc.get(f.name.substr(0, dot))->as_table();
-    const std::string key = f.name.substr(dot + 1);
-    std::visit([&](const auto& v) { section.insert(key, v); }, f.get(config));
+    if (f.name.substr(0, dot) != section) {
+      section = f.name.substr(0, dot);
+      out += "\n[" + section + "]\n";
+    }
+    out += f.name.substr(dot + 1) + " = " + format(f.get(config)) + "\n";
   }
-  std::ostringstream out;
-  out << "# The fully resolved config of this run, written by tinylm.\n" << doc << "\n";
-  return out.str();
+  return out;
 }
 
 }  // namespace tinylm

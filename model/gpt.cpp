@@ -46,19 +46,19 @@ GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
 void GPTImpl::init_weights(torch::Generator& generator) {
   torch::NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  const auto ends_with = [](const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
     torch::Tensor& p = item.value();
-    const bool is_bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-    const bool is_norm = name.find(".ln_") != std::string::npos;
-    const bool is_residual_proj =
-        name.size() >= 14 && name.compare(name.size() - 14, 14, "c_proj.weight") == 0;
-    if (is_bias) {
+    if (ends_with(name, ".bias")) {
       p.zero_();
-    } else if (is_norm) {
+    } else if (name.find(".ln_") != std::string::npos) {
       p.fill_(1.0);
     } else {
-      p.normal_(0.0, is_residual_proj ? residual_std : 0.02, generator);
+      // Residual projections are scaled so the stream's variance does not grow with depth.
+      p.normal_(0.0, ends_with(name, "c_proj.weight") ? residual_std : 0.02, generator);
     }
   }
 }

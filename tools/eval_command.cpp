@@ -32,7 +32,7 @@ std::function<int()> add_eval_command(CLI::App& app) {
 
   return [args]() {
     set_threads(args->threads);
-    Run run = load_run(args->run);
+    LoadedRun run = load_run(args->run);
     std::string source;
     std::vector<int64_t> ids;
     if (!args->text.empty()) {

@@ -5,6 +5,7 @@
 #include <functional>
 #include <thread>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
@@ -21,6 +22,8 @@ void set_threads(int threads) {
 }  // namespace tinylm
 
 int main(int argc, char** argv) {
+  // Logs go to stderr; stdout carries only program output (samples, JSON).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tinylm"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   CLI::App app{"tinylm: a tiny, trainable, decoder-only language model"};
   app.set_version_flag("--version", std::string("tinylm ") + TINYLM_VERSION);

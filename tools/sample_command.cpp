@@ -38,7 +38,7 @@ std::function<int()> add_sample_command(CLI::App& app) {
 
   return [args]() {
     set_threads(args->threads);
-    Run run = load_run(args->run);
+    LoadedRun run = load_run(args->run);
     SampleConfig s = run.config.sample;
     if (args->prompt) s.prompt = *args->prompt;
     if (args->max_new_tokens) s.max_new_tokens = *args->max_new_tokens;

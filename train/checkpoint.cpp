@@ -179,7 +179,7 @@ void save_checkpoint(const fs::path& dir, const RunConfig& config, const CharTok
   write_file_atomic(dir / "state.json", doc.dump(2) + "\n");
 }
 
-Run load_run(const fs::path& dir) {
+LoadedRun load_run(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw std::runtime_error("run directory not found: " + dir.string());
   if (!fs::exists(dir / "config.json") || !fs::exists(dir / "model.safetensors")) {
     throw std::runtime_error(dir.string() +
@@ -206,7 +206,7 @@ Run load_run(const fs::path& dir) {
   GPT model(model_config);
   load_weights(dir / "model.safetensors", model);
   model->eval();
-  return Run{std::move(config), std::move(tokenizer), std::move(model)};
+  return LoadedRun{std::move(config), std::move(tokenizer), std::move(model)};
 }
 
 void load_optimizer(const fs::path& dir, GPT& model, torch::optim::AdamW& optimizer,

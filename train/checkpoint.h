@@ -31,7 +31,7 @@ struct TrainingState {
   std::string torch_rng;        // LibTorch's default generator (dropout draws from it)
 };
 
-struct Run {
+struct LoadedRun {
   RunConfig config;
   CharTokenizer tokenizer;
   GPT model;
@@ -56,7 +56,7 @@ void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
 void load_weights(const std::filesystem::path& path, GPT& model);
 
 // Loads config, tokenizer and weights for sample/eval; validates all of them.
-Run load_run(const std::filesystem::path& dir);
+LoadedRun load_run(const std::filesystem::path& dir);
 
 // Restores AdamW moments and step counts; the file must be from `expected_step`.
 void load_optimizer(const std::filesystem::path& dir, GPT& model, torch::optim::AdamW& optimizer,

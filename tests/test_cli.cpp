@@ -1,0 +1,173 @@
+// The `tinylm` command as a user meets it: outputs, exit codes, and an error for every bad input.
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "test_util.h"
+
+namespace tinylm {
+namespace {
+
+using test::run_tinylm;
+using test::TempDir;
+
+class Cli : public ::testing::Test {
+ protected:
+  // One trained run shared by the tests that only read it.
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    const auto config = test::write_tiny_config(dir_->path(), test::shakespeare());
+    const auto result = run_tinylm("train " + config.string() + " --out " + run().string());
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::filesystem::path run() { return dir_->path() / "run"; }
+
+  // A copy of the shared run that a test may damage.
+  static std::filesystem::path copy_of_run(const TempDir& into) {
+    std::filesystem::copy(run(), into / "run", std::filesystem::copy_options::recursive);
+    return into / "run";
+  }
+
+  static TempDir* dir_;
+};
+TempDir* Cli::dir_ = nullptr;
+
+void expect_failure(const test::CommandResult& r, int code, const std::string& message) {
+  EXPECT_EQ(r.exit_code, code) << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos) << "missing \"" << message << "\" in:\n" << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, EvalJsonHasTheDocumentedKeys) {
+  const auto r = run_tinylm("eval " + run().string() + " --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["tokens"], 111539);  // the val split, every token after the first
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(j["loss"].get<double>()), 1e-9);
+  EXPECT_NEAR(j["bits_per_char"].get<double>(), j["loss"].get<double>() / std::log(2.0), 1e-9);
+}
+
+TEST_F(Cli, EvalScoresEveryTokenOnceEvenInAShortLastWindow) {
+  TempDir dir;
+  test::write_text(dir / "t.txt", std::string(40, 'a'));  // block 16: windows of 16, 16, 7
+  const auto r = run_tinylm("eval " + run().string() + " --text " + (dir / "t.txt").string() + " --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["tokens"], 39);
+}
+
+TEST_F(Cli, SampleIsReproducibleAndStartsWithThePrompt) {
+  const std::string args = "sample " + run().string() + " --prompt ROMEO: --max-new-tokens 30 --seed 5";
+  const auto a = run_tinylm(args, false), b = run_tinylm(args, false);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_EQ(a.output.rfind("ROMEO:", 0), 0u);
+  EXPECT_GE(a.output.size(), 36u);
+}
+
+TEST_F(Cli, BadCorpusInputs) {
+  TempDir dir;
+  const auto train_on = [&](const std::string& text) {
+    test::write_text(dir / "corpus.txt", text);
+    std::filesystem::remove_all(dir / "out");
+    return run_tinylm("train " + test::write_tiny_config(dir.path(), dir / "corpus.txt").string() +
+                      " --out " + (dir / "out").string());
+  };
+  expect_failure(run_tinylm("train " + test::write_tiny_config(dir.path(), dir / "absent.txt").string() +
+                            " --out " + (dir / "o1").string()),
+                 1, "corpus not found");
+  expect_failure(train_on(""), 1, "is empty");
+  expect_failure(train_on("abc\xFF"), 1, "byte offset 3");
+  expect_failure(train_on(std::string(100, 'x')), 1, "the val split has 10 tokens, fewer than block_size + 1 = 17");
+}
+
+TEST_F(Cli, BadConfigs) {
+  TempDir dir;
+  const auto train_with = [&](const std::string& toml) {
+    test::write_text(dir / "c.toml", "[data]\npath = \"" + test::shakespeare().string() + "\"\n" + toml);
+    return run_tinylm("train " + (dir / "c.toml").string() + " --out " + (dir / "out").string());
+  };
+  expect_failure(train_with("[model]\nn_layers = 2\n"), 1, "did you mean model.n_layer?");
+  expect_failure(train_with("[model]\nn_head = 2.5\n"), 1, "model.n_head");
+  expect_failure(train_with("[model]\nn_embd = 10\nn_head = 4\n"), 1, "must be divisible by model.n_head");
+  expect_failure(train_with("[train]\nlearning_rate = -1e-3\n"), 1, "train.learning_rate must be > 0");
+  expect_failure(run_tinylm("train " + (dir / "nope.toml").string()), 1, "config file not found");
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  expect_failure(run_tinylm("train " + config.string() + " --train.max_iter=3"), 2, "did you mean train.max_iters?");
+  expect_failure(run_tinylm("train " + config.string() + " --train.learning_rate=-1"), 2,
+                 "train.learning_rate must be > 0");
+}
+
+TEST_F(Cli, RunDirectoryRules) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  expect_failure(run_tinylm("train " + config.string() + " --out " + run().string()), 1,
+                 "already exists; pass --resume");
+  std::filesystem::create_directories(dir / "empty");
+  test::write_text(dir / "empty/x", "x");
+  expect_failure(run_tinylm("train " + config.string() + " --out " + (dir / "empty").string() + " --resume"), 1,
+                 "is not a tinylm run directory");
+  // Resuming a finished run trains nothing and succeeds.
+  const auto copy = copy_of_run(dir);
+  const auto r = run_tinylm("train " + config.string() + " --out " + copy.string() + " --resume");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST_F(Cli, DamagedRunFiles) {
+  TempDir dir;
+  const auto copy = copy_of_run(dir);
+  std::filesystem::resize_file(copy / "model.safetensors", 3000);
+  expect_failure(run_tinylm("sample " + copy.string()), 1, "model.safetensors is not a valid safetensors file");
+  test::write_text(copy / "config.json", "{\"n_layer\": ");
+  expect_failure(run_tinylm("eval " + copy.string()), 1, "config.json is not valid JSON");
+  expect_failure(run_tinylm("eval " + (dir / "nowhere").string()), 1, "run directory not found");
+}
+
+TEST_F(Cli, BadSampleArguments) {
+  expect_failure(run_tinylm("sample " + run().string() + " --prompt 'hello ~'"), 1,
+                 "character '~' (U+007E) at position 6");
+  expect_failure(run_tinylm("sample " + run().string() + " --max-new-tokens 100000000"), 2,
+                 "--max-new-tokens must be in [1, 100000]");
+  expect_failure(run_tinylm("sample " + run().string() + " --top-p 2"), 2, "--top-p must be in (0, 1]");
+  expect_failure(run_tinylm("sample " + run().string() + " --prompt ''"), 2, "--prompt is empty");
+  expect_failure(run_tinylm("sample"), 2, "run is required");
+  expect_failure(run_tinylm("frobnicate"), 2, "");
+  expect_failure(run_tinylm("eval " + run().string() + " --split test"), 2, "--split");
+}
+
+TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 100000);
+  const std::string out = (dir / "run").string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::freopen("/dev/null", "w", stderr);
+    ::execl(test::binary().c_str(), "tinylm", "train", config.c_str(), "--out", out.c_str(), "--threads", "1",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until training has passed its first checkpoint, then press Ctrl-C.
+  for (int i = 0; i < 600 && !std::filesystem::exists(dir / "run/state.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const auto state = nlohmann::json::parse(test::read_text(dir / "run/state.json"));
+  EXPECT_GT(state["step"].get<int64_t>(), 0);
+  EXPECT_LT(state["step"].get<int64_t>(), 100000);
+  // And the run continues from there.
+  const auto r = run_tinylm("train " + config.string() + " --out " + out + " --resume --train.max_iters=" +
+                            std::to_string(state["step"].get<int64_t>() + 2));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -1,0 +1,103 @@
+// TOML configs: strict keys with suggestions, types, ranges, overrides, and a faithful round trip.
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+#include "train/lr_schedule.h"
+#include "train/run_config.h"
+
+namespace tinylm {
+namespace {
+
+using test::TempDir;
+
+// Loads `toml` (with a [data] path unless it has its own [data]) and returns the error.
+std::string load_error(const std::string& toml) {
+  TempDir dir;
+  const bool has_data = toml.find("[data]") != std::string::npos;
+  test::write_text(dir / "c.toml", toml + (has_data ? "" : "\n[data]\npath = \"corpus.txt\"\n"));
+  try {
+    load_run_config(dir / "c.toml");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunConfig, ShippedConfigsLoad) {
+  const RunConfig c = load_run_config(test::source_dir() / "configs/shakespeare_char.toml");
+  EXPECT_EQ(c.model.n_layer, 4);
+  EXPECT_EQ(c.model.n_embd, 128);
+  EXPECT_EQ(c.train.batch_size, 12);
+  EXPECT_EQ(c.train.max_iters, 2000);
+  EXPECT_DOUBLE_EQ(c.train.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(c.train.min_lr, 1e-4);
+  EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs/tiny.toml"));
+}
+
+TEST(RunConfig, UnknownKeyNamesTheClosest) {
+  const std::string e = load_error("[model]\nn_layers = 4\n");
+  EXPECT_NE(e.find("unknown config key model.n_layers"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean model.n_layer?"), std::string::npos) << e;
+  EXPECT_NE(load_error("[train]\nlearning_rat = 1e-3\n").find("train.learning_rate"), std::string::npos);
+  EXPECT_NE(load_error("[modle]\nn_layer = 4\n").find("unknown config section [modle]"), std::string::npos);
+}
+
+TEST(RunConfig, WrongTypeNamesKeyAndLine) {
+  const std::string e = load_error("[model]\nn_layer = 4\nn_head = \"four\"\n");
+  EXPECT_NE(e.find("model.n_head"), std::string::npos) << e;
+  EXPECT_NE(e.find(":3)"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected an integer, got a string"), std::string::npos) << e;
+  EXPECT_NE(load_error("[train]\nlearning_rate = true\n").find("expected a number"), std::string::npos);
+  EXPECT_NE(load_error("[model\n").find("c.toml:1"), std::string::npos);  // a TOML syntax error
+}
+
+TEST(RunConfig, OutOfRangeValuesAreErrors) {
+  EXPECT_NE(load_error("[model]\nn_embd = 130\n").find("must be divisible by model.n_head"), std::string::npos);
+  EXPECT_NE(load_error("[train]\nlearning_rate = -0.1\n").find("train.learning_rate must be > 0"), std::string::npos);
+  EXPECT_NE(load_error("[data]\npath = \"c.txt\"\ntrain_fraction = 1.5\n").find("data.train_fraction must be in (0, 1)"), std::string::npos);
+  EXPECT_NE(load_error("[model]\npos_encoding = \"alibi\"\n").find("learned, sinusoidal, none"), std::string::npos);
+  EXPECT_NE(load_error("[sample]\ntop_p = 0\n").find("sample.top_p"), std::string::npos);
+}
+
+TEST(RunConfig, OverridesUseTheSameNames) {
+  RunConfig c = load_run_config(test::source_dir() / "configs/tiny.toml");
+  apply_overrides(c, {"train.max_iters=7", "train.learning_rate=2e-3", "model.pos_encoding=none",
+                      "model.bias=false", "sample.prompt=ROMEO:"});
+  EXPECT_EQ(c.train.max_iters, 7);
+  EXPECT_DOUBLE_EQ(c.train.learning_rate, 2e-3);
+  EXPECT_EQ(c.model.pos_encoding, "none");
+  EXPECT_FALSE(c.model.bias);
+  EXPECT_EQ(c.sample.prompt, "ROMEO:");
+  EXPECT_THROW(apply_overrides(c, {"train.max_iter=7"}), std::invalid_argument);
+  EXPECT_THROW(apply_overrides(c, {"train.max_iters=seven"}), std::invalid_argument);
+  EXPECT_THROW(apply_overrides(c, {"train.max_iters"}), std::invalid_argument);
+}
+
+TEST(RunConfig, ResolvedTomlReadsBackTheSame) {
+  RunConfig c = load_run_config(test::source_dir() / "configs/shakespeare_char.toml");
+  c.sample.prompt = "\nA \"quoted\" line\\\t\xC3\xA9";
+  c.train.learning_rate = 0.1 + 0.2;  // not exactly representable in few digits
+  TempDir dir;
+  test::write_text(dir / "r.toml", to_toml(c));
+  const RunConfig back = load_run_config(dir / "r.toml");
+  EXPECT_EQ(to_toml(back), to_toml(c));
+  EXPECT_EQ(back.sample.prompt, c.sample.prompt);
+  EXPECT_EQ(back.train.learning_rate, c.train.learning_rate);
+  EXPECT_NE(to_toml(c).find("train_fraction = 0.9\n"), std::string::npos);
+}
+
+TEST(LrSchedule, WarmupThenCosineToMinLr) {
+  TrainConfig t;  // lr 1e-3, warmup 100, decay to 1e-4 at 2000
+  EXPECT_DOUBLE_EQ(learning_rate_at(0, t), 1e-3 * 1 / 101);
+  EXPECT_DOUBLE_EQ(learning_rate_at(99, t), 1e-3 * 100 / 101);
+  EXPECT_DOUBLE_EQ(learning_rate_at(100, t), 1e-3);
+  EXPECT_NEAR(learning_rate_at(1050, t), 1e-4 + 0.5 * (1e-3 - 1e-4), 1e-12);  // halfway: cos = 0
+  EXPECT_NEAR(learning_rate_at(2000, t), 1e-4, 1e-12);
+  EXPECT_DOUBLE_EQ(learning_rate_at(5000, t), 1e-4);
+  t.decay_lr = false;
+  EXPECT_DOUBLE_EQ(learning_rate_at(0, t), 1e-3);
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -1,0 +1,133 @@
+// Corpus reading, UTF-8, the character tokenizer, splits and batches.
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "data/batches.h"
+#include "data/char_tokenizer.h"
+#include "data/corpus.h"
+#include "data/utf8.h"
+#include "test_util.h"
+
+namespace tinylm {
+namespace {
+
+using test::TempDir;
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Utf8, RejectsInvalidBytesWithTheirOffset) {
+  EXPECT_NE(error_of([] { decode_utf8("ab\xC3(", "x"); }).find("byte offset 2"), std::string::npos);
+  EXPECT_NE(error_of([] { decode_utf8("\xC0\xAF", "x"); }).find("byte offset 0"), std::string::npos);  // overlong
+  EXPECT_NE(error_of([] { decode_utf8("ok\xED\xA0\x80", "x"); }).find("byte offset 2"), std::string::npos);  // surrogate
+  EXPECT_NE(error_of([] { decode_utf8("abc\xE2\x82", "x"); }).find("byte offset 3"), std::string::npos);  // truncated
+  EXPECT_EQ(decode_utf8("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", "x"),
+            (std::vector<char32_t>{U'a', U'\u00E9', U'\u20AC', U'\U0001F600'}));
+}
+
+TEST(Corpus, ReadsADirectoryOfTextFilesInSortedOrder) {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "sub");
+  test::write_text(dir / "b.txt", "second ");
+  test::write_text(dir / "a.txt", "first ");
+  test::write_text(dir / "sub/c.txt", "third");
+  test::write_text(dir / "notes.md", "ignored");
+  EXPECT_EQ(read_corpus(dir.path()), "first second third");
+}
+
+TEST(Corpus, MissingEmptyOrInvalidIsAnError) {
+  TempDir dir;
+  EXPECT_NE(error_of([&] { read_corpus(dir / "nope.txt"); }).find("corpus not found"), std::string::npos);
+  test::write_text(dir / "empty.txt", "");
+  EXPECT_NE(error_of([&] { read_corpus(dir / "empty.txt"); }).find("is empty"), std::string::npos);
+  test::write_text(dir / "bad.txt", "hello\xFFworld");
+  const std::string e = error_of([&] { read_corpus(dir / "bad.txt"); });
+  EXPECT_NE(e.find("bad.txt is not valid UTF-8"), std::string::npos) << e;
+  EXPECT_NE(e.find("byte offset 5"), std::string::npos) << e;
+}
+
+TEST(CharTokenizer, VocabularyIsTheSortedCharacterSet) {
+  const CharTokenizer tok = CharTokenizer::from_text(read_corpus(test::shakespeare()));
+  EXPECT_EQ(tok.vocab_size(), 65);
+  EXPECT_EQ(tok.decode({0, 1, 2}), "\n !");  // as nanoGPT's stoi orders them
+  EXPECT_EQ(tok.encode("First"), (std::vector<int64_t>{18, 47, 56, 57, 58}));
+}
+
+TEST(CharTokenizer, RoundTripsEveryCorpus) {
+  std::vector<std::filesystem::path> files = {test::shakespeare()};
+  for (const char* name : {"botchan.txt", "wagahaiwa_nekodearu.txt", "tinystories_sample.txt"}) {
+    if (std::filesystem::exists(test::shared_data() / name)) files.push_back(test::shared_data() / name);
+  }
+  for (const auto& file : files) {
+    const std::string text = read_corpus(file);
+    const CharTokenizer tok = CharTokenizer::from_text(text);
+    EXPECT_EQ(tok.decode(tok.encode(text)), text) << file;
+  }
+}
+
+TEST(CharTokenizer, UnknownCharacterNamesItAndItsPosition) {
+  const CharTokenizer tok = CharTokenizer::from_text("abc\n");
+  const std::string e = error_of([&] { tok.encode("ab\ncaZ", "the prompt"); });
+  EXPECT_NE(e.find("'Z' (U+005A) at position 5 (line 2, column 3) of the prompt"), std::string::npos) << e;
+}
+
+TEST(CharTokenizer, JsonRoundTripAndValidation) {
+  const CharTokenizer tok = CharTokenizer::from_text("h\xC3\xA9llo\n");
+  const CharTokenizer back = CharTokenizer::from_json(tok.to_json(), "t.json");
+  EXPECT_EQ(back.vocab(), tok.vocab());
+  using nlohmann::json;
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "bpe"}, {"vocab", {"a"}}}, "t"), std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", {"b", "a"}}}, "t"), std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", {"ab"}}}, "t"), std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", json::array()}}, "t"), std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}}, "t"), std::runtime_error);
+  EXPECT_THROW(tok.decode({99}), std::runtime_error);
+}
+
+TEST(Batches, SplitIsNanoGPTs) {
+  const CharTokenizer tok = CharTokenizer::from_text(read_corpus(test::shakespeare()));
+  auto ids = tok.encode(read_corpus(test::shakespeare()));
+  const torch::Tensor tokens = torch::tensor(ids);
+  const TokenSplits s = split_tokens(tokens, 0.9);
+  EXPECT_EQ(s.train.numel(), 1003854);
+  EXPECT_EQ(s.val.numel(), 111540);
+  EXPECT_EQ(s.val[0].item<int64_t>(), ids[1003854]);
+}
+
+TEST(Batches, TargetsAreInputsShiftedByOne) {
+  const torch::Tensor tokens = torch::arange(100, torch::kInt64);
+  const BatchSampler sampler(tokens, 10, 5, "train");
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(4);
+  const auto [x, y] = sampler.sample(rng);
+  ASSERT_EQ(x.sizes().vec(), (std::vector<int64_t>{5, 10}));
+  EXPECT_TRUE(torch::equal(y, x + 1));  // arange: each window is consecutive
+  EXPECT_TRUE(torch::equal(x.slice(1, 1), x.slice(1, 0, 9) + 1));
+  EXPECT_LE(y.max().item<int64_t>(), 99);
+}
+
+TEST(Batches, SameGeneratorStateSameBatches) {
+  const torch::Tensor tokens = torch::arange(1000, torch::kInt64);
+  const BatchSampler sampler(tokens, 16, 4, "train");
+  auto a = at::make_generator<at::CPUGeneratorImpl>(11), b = at::make_generator<at::CPUGeneratorImpl>(11);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(sampler.sample(a).first, sampler.sample(b).first));
+  EXPECT_FALSE(torch::equal(sampler.sample(a).first, sampler.sample(a).first));
+}
+
+TEST(Batches, TooShortSplitNamesIt) {
+  const std::string e = error_of([] { BatchSampler(torch::arange(64, torch::kInt64), 64, 1, "val"); });
+  EXPECT_NE(e.find("the val split has 64 tokens, fewer than block_size + 1 = 65"), std::string::npos) << e;
+  EXPECT_NO_THROW(BatchSampler(torch::arange(65, torch::kInt64), 64, 1, "val"));
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -1,0 +1,77 @@
+// Token sampling: greedy, top-k, top-p and temperature do what they say.
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <set>
+
+#include "model/generate.h"
+
+namespace tinylm {
+namespace {
+
+const torch::Tensor kLogits = torch::tensor({1.0f, 3.0f, 2.0f, 0.5f, 2.9f});
+
+std::set<int64_t> draws(const SamplingOptions& options, int n = 400) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(5);
+  std::set<int64_t> seen;
+  for (int i = 0; i < n; ++i) seen.insert(sample_token(kLogits, options, rng));
+  return seen;
+}
+
+TEST(Sampling, TemperatureZeroIsArgmax) {
+  SamplingOptions o;
+  o.temperature = 0.0;
+  EXPECT_EQ(draws(o), (std::set<int64_t>{1}));
+}
+
+TEST(Sampling, TopKKeepsTheKMostLikely) {
+  SamplingOptions o;
+  o.top_k = 1;
+  EXPECT_EQ(draws(o), (std::set<int64_t>{1}));
+  o.top_k = 3;
+  EXPECT_EQ(draws(o), (std::set<int64_t>{1, 2, 4}));
+  o.top_k = 0;
+  EXPECT_EQ(draws(o, 2000), (std::set<int64_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(Sampling, TopPKeepsTheSmallestSufficientSet) {
+  // probabilities: 1 -> .40, 4 -> .36, 2 -> .15, 0 -> .05, 3 -> .03 (rounded)
+  SamplingOptions o;
+  o.top_p = 0.3;
+  EXPECT_EQ(draws(o), (std::set<int64_t>{1}));
+  o.top_p = 0.6;
+  EXPECT_EQ(draws(o), (std::set<int64_t>{1, 4}));
+  o.top_p = 0.85;
+  EXPECT_EQ(draws(o), (std::set<int64_t>{1, 2, 4}));
+}
+
+TEST(Sampling, FrequenciesFollowTheSoftmax) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(9);
+  SamplingOptions o;
+  o.temperature = 2.0;
+  const torch::Tensor p = torch::softmax(kLogits / 2.0, 0);
+  std::vector<int> counts(5);
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ++counts[static_cast<size_t>(sample_token(kLogits, o, rng))];
+  for (int64_t v = 0; v < 5; ++v) {
+    EXPECT_NEAR(counts[static_cast<size_t>(v)] / double(n), p[v].item<double>(), 0.015) << v;
+  }
+}
+
+TEST(Sampling, SameSeedSameText) {
+  ModelConfig c;
+  c.n_layer = 1, c.n_head = 1, c.n_embd = 8, c.block_size = 4, c.vocab_size = 7;
+  GPT model(c);
+  auto init = at::make_generator<at::CPUGeneratorImpl>(1);
+  model->init_weights(init);
+  auto a = at::make_generator<at::CPUGeneratorImpl>(3), b = at::make_generator<at::CPUGeneratorImpl>(3);
+  const auto first = generate(model, {1, 2}, 20, {}, a);   // longer than block_size: cropped
+  const auto second = generate(model, {1, 2}, 20, {}, b);
+  EXPECT_EQ(first, second);
+  EXPECT_EQ(first.size(), 20u);
+}
+
+}  // namespace
+}  // namespace tinylm

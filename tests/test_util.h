@@ -1,0 +1,84 @@
+#pragma once
+// Helpers shared by the tests: a temporary directory, running the tinylm binary, files.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace tinylm::test {
+
+namespace fs = std::filesystem;
+
+inline fs::path source_dir() { return fs::path(TINYLM_SOURCE_DIR); }
+inline fs::path binary() { return fs::path(TINYLM_BINARY); }
+inline fs::path shakespeare() { return source_dir() / "data/corpora/tinyshakespeare.txt"; }
+// ../shared/data beside the repository, where the test corpora live; may be absent.
+inline fs::path shared_data() { return source_dir().parent_path() / "shared/data"; }
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "tinylm-test-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+inline void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+inline std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `tinylm ARGS` through the shell (ARGS are shell words) with 1 thread; the output
+// has stdout, and stderr too unless `with_stderr` is false.
+inline CommandResult run_tinylm(const std::string& args, bool with_stderr = true) {
+  const std::string command =
+      binary().string() + " " + args + " --threads 1" + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return result;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// A config for a run of a few seconds on `corpus`, written into `dir`.
+inline fs::path write_tiny_config(const fs::path& dir, const fs::path& corpus, int max_iters = 4) {
+  const fs::path path = dir / "tiny.toml";
+  write_text(path, "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+                   "[data]\npath = \"" + corpus.string() + "\"\n"
+                   "[train]\nbatch_size = 4\nmax_iters = " + std::to_string(max_iters) +
+                   "\nwarmup_iters = 1\nlr_decay_iters = " + std::to_string(max_iters) +
+                   "\neval_interval = 2\neval_iters = 2\nlog_interval = 1\n");
+  return path;
+}
+
+}  // namespace tinylm::test

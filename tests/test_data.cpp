@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "data/batches.h"
 #include "data/char_tokenizer.h"
@@ -72,6 +73,29 @@ TEST(CharTokenizer, RoundTripsEveryCorpus) {
     const std::string text = read_corpus(file);
     const CharTokenizer tok = CharTokenizer::from_text(text);
     EXPECT_EQ(tok.decode(tok.encode(text)), text) << file;
+  }
+}
+
+TEST(CharTokenizer, RoundTripsAnyTextOfItsVocabulary) {
+  // Random strings over a vocabulary of 1-, 2-, 3- and 4-byte characters and control codes.
+  const std::u32string alphabet = U"\n\r\t a\u00e9\u00df\u20ac\u732b\u3042\U0001F600\U0010FFFF";
+  std::string vocab_text;
+  for (char32_t cp : alphabet) append_utf8(vocab_text, cp);
+  const CharTokenizer tok = CharTokenizer::from_text(vocab_text);
+  ASSERT_EQ(tok.vocab_size(), static_cast<int64_t>(alphabet.size()));
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string text;
+    std::vector<int64_t> ids;
+    const size_t length = rng() % 50;
+    for (size_t i = 0; i < length; ++i) {
+      const size_t pick = rng() % alphabet.size();
+      append_utf8(text, alphabet[pick]);
+      ids.push_back(static_cast<int64_t>(std::lower_bound(tok.vocab().begin(), tok.vocab().end(), alphabet[pick]) -
+                                         tok.vocab().begin()));
+    }
+    EXPECT_EQ(tok.encode(text), ids);
+    EXPECT_EQ(tok.decode(ids), text);
   }
 }
 

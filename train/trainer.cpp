@@ -225,9 +225,14 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
   progress.clear();
   const double elapsed = seconds_since(start);
   const int64_t steps = state.step - first_step;
+  if (steps == 0) {
+    spdlog::info("nothing to train: {} is at step {} of {} (raise --train.max_iters to go on)",
+                 out.string(), state.step, t.max_iters);
+    return {TrainOutcome::kFinished, state.step, state.best_val_loss};
+  }
   spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
-               steps, elapsed, steps > 0 ? elapsed * 1e3 / static_cast<double>(steps) : 0.0,
-               val_loss, state.best_val_loss, out.string());
+               steps, elapsed, elapsed * 1e3 / static_cast<double>(steps), val_loss,
+               state.best_val_loss, out.string());
   return {TrainOutcome::kFinished, state.step, val_loss};
 }
 

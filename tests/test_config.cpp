@@ -35,6 +35,14 @@ TEST(RunConfig, ShippedConfigsLoad) {
   EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs/tiny.toml"));
 }
 
+TEST(RunConfig, CorpusPathIsRelativeToTheConfigFile) {
+  const RunConfig c = load_run_config(test::source_dir() / "configs/shakespeare_char.toml");
+  EXPECT_EQ(std::filesystem::path(c.data.path), test::shakespeare().lexically_normal());
+  RunConfig overridden = c;
+  apply_overrides(overridden, {"data.path=corpus/here.txt"});  // the command line: as given
+  EXPECT_EQ(overridden.data.path, "corpus/here.txt");
+}
+
 TEST(RunConfig, UnknownKeyNamesTheClosest) {
   const std::string e = load_error("[model]\nn_layers = 4\n");
   EXPECT_NE(e.find("unknown config key model.n_layers"), std::string::npos) << e;

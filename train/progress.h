@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 
@@ -17,6 +18,9 @@ class ProgressLine {
 
   void update(int64_t step, int64_t total, double loss, double tokens_per_s, double eta_s) {
     if (!enabled_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (step < total && now - last_draw_ < std::chrono::milliseconds(100)) return;  // ~10 redraws/s
+    last_draw_ = now;
     const auto eta = static_cast<int64_t>(eta_s + 0.5);
     std::fprintf(stderr, "\r\033[K step %lld/%lld | loss %.4f | %.0f tok/s | ETA %lld:%02lld",
                  static_cast<long long>(step), static_cast<long long>(total), loss, tokens_per_s,
@@ -35,6 +39,7 @@ class ProgressLine {
  private:
   bool enabled_;
   bool shown_ = false;
+  std::chrono::steady_clock::time_point last_draw_{};
 };
 
 }  // namespace tinylm

@@ -252,6 +252,11 @@ RunConfig load_run_config(const std::filesystem::path& path) {
       f->set(config, node, where);
     }
   }
+  // A relative corpus path is read from the config file's directory, so that a config works
+  // from any working directory.
+  if (!config.data.path.empty() && std::filesystem::path(config.data.path).is_relative()) {
+    config.data.path = (path.parent_path() / config.data.path).lexically_normal().string();
+  }
   try {
     config.validate();
   } catch (const std::invalid_argument& e) {

@@ -14,7 +14,8 @@
 namespace tinylm {
 
 struct DataConfig {
-  std::string path;              // a UTF-8 file or a directory of *.txt
+  std::string path;              // a UTF-8 file or a directory of *.txt; in a config file,
+                                 // relative to that file's directory
   double train_fraction = 0.9;   // the first part trains, the rest validates
   std::string tokenizer = "char";
 };

@@ -85,7 +85,7 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
                              " already exists; pass --resume to continue it or --out to choose "
                              "another");
   }
-  if (options.resume && !is_run_directory(out)) {
+  if (options.resume && !fs::is_regular_file(out / "state.json")) {
     throw std::runtime_error("cannot resume: " + out.string() +
                              " is not a tinylm run directory (no state.json)");
   }

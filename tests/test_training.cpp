@@ -95,6 +95,32 @@ TEST(Training, WritesTheRunDirectoryAndLearns) {
   EXPECT_EQ(moments.at("step").item<int64_t>(), 40);
 }
 
+TEST(Training, AccumulatingTwoHalfBatchesEqualsOneFullBatch) {
+  // Two micro-batches of 4 draw the same windows as one batch of 8 (the generator's stream
+  // is consumed in order), and the mean of their mean losses is the mean loss: the losses and
+  // updates must agree up to float rounding.
+  RunConfig full = tiny_config(6), accumulated = tiny_config(6);
+  full.train.batch_size = 8;
+  accumulated.train.batch_size = 4;
+  accumulated.train.gradient_accumulation_steps = 2;
+  TempDir a, b;
+  TrainOptions options;
+  options.progress = false;
+  options.out_dir = a / "run";
+  train(full, options);
+  options.out_dir = b / "run";
+  train(accumulated, options);
+  const std::vector<json> la = losses(a / "run"), lb = losses(b / "run");
+  ASSERT_EQ(la.size(), lb.size());
+  int compared = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    if (la[i]["kind"] != "train") continue;
+    EXPECT_NEAR(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>(), 1e-4) << la[i].dump();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6);
+}
+
 TEST(Training, RefusesToOverwriteOrResumeWhatIsNotARun) {
   const RunConfig config = tiny_config(2);
   TempDir dir;

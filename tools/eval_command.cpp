@@ -40,6 +40,11 @@ std::function<int()> add_eval_command(CLI::App& app) {
       ids = run.tokenizer.encode(read_corpus(args->text), args->text);
     } else {
       source = args->split + " split of " + run.config.data.path;
+      if (!std::filesystem::exists(run.config.data.path)) {
+        throw std::runtime_error("the run's corpus " + run.config.data.path + " (data.path in " +
+                                 args->run + "/config.toml) is not there; pass --text FILE to "
+                                 "score another file");
+      }
       ids = run.tokenizer.encode(read_corpus(run.config.data.path), run.config.data.path);
     }
     torch::Tensor tokens =

@@ -74,6 +74,35 @@ class MetricsLog {
   uint64_t bytes_ = 0;
 };
 
+struct TrainingData {
+  CharTokenizer tokenizer;
+  BatchSampler train;
+  BatchSampler val;
+};
+
+// Text -> tokens -> splits -> random-window samplers. On resume the character set must be
+// the one the run was trained with.
+TrainingData load_training_data(const RunConfig& config, const fs::path* resumed_run) {
+  const auto start = Clock::now();
+  const std::string text = read_corpus(config.data.path);
+  CharTokenizer tokenizer = CharTokenizer::from_text(text);
+  if (resumed_run && load_run(*resumed_run).tokenizer.vocab() != tokenizer.vocab()) {
+    throw std::runtime_error("cannot resume: the corpus " + config.data.path +
+                             " now has a different character set than when " +
+                             resumed_run->string() + " was trained");
+  }
+  std::vector<int64_t> ids = tokenizer.encode(text, config.data.path);
+  const torch::Tensor tokens =
+      torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
+  const TokenSplits splits = split_tokens(tokens, config.data.train_fraction);
+  const int64_t T = config.model.block_size, B = config.train.batch_size;
+  spdlog::info("data: {} ({} train / {} val tokens, vocab {}) read in {:.2f} s", config.data.path,
+               splits.train.numel(), splits.val.numel(), tokenizer.vocab_size(),
+               seconds_since(start));
+  return {std::move(tokenizer), BatchSampler(splits.train, T, B, "train"),
+          BatchSampler(splits.val, T, B, "val")};
+}
+
 }  // namespace
 
 TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
@@ -90,28 +119,9 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
                              " is not a tinylm run directory (no state.json)");
   }
 
-  // Data: text -> tokens -> splits -> random-window samplers.
-  const auto t_data = Clock::now();
-  const std::string text = read_corpus(config.data.path);
-  CharTokenizer tokenizer = CharTokenizer::from_text(text);
-  if (options.resume) {
-    const CharTokenizer saved = load_run(out).tokenizer;
-    if (saved.vocab() != tokenizer.vocab()) {
-      throw std::runtime_error("cannot resume: the corpus " + config.data.path +
-                               " now has a different character set than when " + out.string() +
-                               " was trained");
-    }
-  }
-  std::vector<int64_t> ids = tokenizer.encode(text, config.data.path);
-  const torch::Tensor tokens =
-      torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
-  const TokenSplits splits = split_tokens(tokens, config.data.train_fraction);
+  const TrainingData data = load_training_data(config, options.resume ? &out : nullptr);
+  const CharTokenizer& tokenizer = data.tokenizer;
   config.model.vocab_size = tokenizer.vocab_size();
-  const BatchSampler train_batches(splits.train, config.model.block_size, t.batch_size, "train");
-  const BatchSampler val_batches(splits.val, config.model.block_size, t.batch_size, "val");
-  spdlog::info("data: {} ({} train / {} val tokens, vocab {}) read in {:.2f} s", config.data.path,
-               splits.train.numel(), splits.val.numel(), tokenizer.vocab_size(),
-               seconds_since(t_data));
 
   // Model, optimizer and every source of randomness, seeded apart.
   torch::manual_seed(static_cast<uint64_t>(t.seed));
@@ -168,8 +178,8 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
     const int64_t step = state.step;
     if ((step % t.eval_interval == 0 || step == t.max_iters) && state.last_eval_step != step) {
       const auto t_eval = Clock::now();
-      const double train_loss = estimate_loss(model, train_batches, t.eval_iters, eval_rng);
-      val_loss = estimate_loss(model, val_batches, t.eval_iters, eval_rng);
+      const double train_loss = estimate_loss(model, data.train, t.eval_iters, eval_rng);
+      val_loss = estimate_loss(model, data.val, t.eval_iters, eval_rng);
       progress.clear();
       spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.2f} s)", step, train_loss,
                    val_loss, seconds_since(t_eval));
@@ -189,7 +199,7 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
     double loss_sum = 0.0;
     for (int64_t micro = 0; micro < t.gradient_accumulation_steps; ++micro) {
-      const auto [x, y] = train_batches.sample(train_rng);  // (B, T), (B, T)
+      const auto [x, y] = data.train.sample(train_rng);  // (B, T), (B, T)
       const torch::Tensor loss =
           next_token_loss(model->forward(x), y) / static_cast<double>(t.gradient_accumulation_steps);
       loss.backward();

@@ -26,7 +26,8 @@ void set_threads(int threads) {
 int main(int argc, char** argv) {
   // Keep freed tensor memory in the heap instead of returning it to the kernel: otherwise
   // every step's large activations are fresh mmap pages, faulted in and zeroed again
-  // (measured: ~1,600 page faults per training step, 15-20% of the step time).
+  // (measured on shakespeare_char: ~1,600 page faults per step before, ~150 after, and the
+  // step 8-16% faster in an A/B on this machine).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   // Logs go to stderr; stdout carries only program output (samples, JSON).

@@ -179,6 +179,10 @@ void save_checkpoint(const fs::path& dir, const RunConfig& config, const CharTok
   write_file_atomic(dir / "state.json", doc.dump(2) + "\n");
 }
 
+CharTokenizer load_tokenizer(const fs::path& dir) {
+  return CharTokenizer::from_json(read_json(dir / "tokenizer.json"), (dir / "tokenizer.json").string());
+}
+
 LoadedRun load_run(const fs::path& dir) {
   if (!fs::is_directory(dir)) throw std::runtime_error("run directory not found: " + dir.string());
   if (!fs::exists(dir / "config.json") || !fs::exists(dir / "model.safetensors")) {
@@ -195,8 +199,7 @@ LoadedRun load_run(const fs::path& dir) {
     throw std::runtime_error(dir.string() + ": config.toml and config.json disagree on the model");
   }
   config.model = model_config;
-  CharTokenizer tokenizer = CharTokenizer::from_json(read_json(dir / "tokenizer.json"),
-                                                     (dir / "tokenizer.json").string());
+  CharTokenizer tokenizer = load_tokenizer(dir);
   if (tokenizer.vocab_size() != model_config.vocab_size) {
     throw std::runtime_error(dir.string() + ": tokenizer.json has " +
                              std::to_string(tokenizer.vocab_size()) +

@@ -55,6 +55,9 @@ void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
 // Copies model.safetensors into `model`; names, dtypes and shapes must agree exactly.
 void load_weights(const std::filesystem::path& path, GPT& model);
 
+// Reads and validates dir/tokenizer.json.
+CharTokenizer load_tokenizer(const std::filesystem::path& dir);
+
 // Loads config, tokenizer and weights for sample/eval; validates all of them.
 LoadedRun load_run(const std::filesystem::path& dir);
 

@@ -86,7 +86,7 @@ TrainingData load_training_data(const RunConfig& config, const fs::path* resumed
   const auto start = Clock::now();
   const std::string text = read_corpus(config.data.path);
   CharTokenizer tokenizer = CharTokenizer::from_text(text);
-  if (resumed_run && load_run(*resumed_run).tokenizer.vocab() != tokenizer.vocab()) {
+  if (resumed_run && load_tokenizer(*resumed_run).vocab() != tokenizer.vocab()) {
     throw std::runtime_error("cannot resume: the corpus " + config.data.path +
                              " now has a different character set than when " +
                              resumed_run->string() + " was trained");

@@ -16,7 +16,7 @@
 namespace tinylm {
 
 void set_threads(int threads) {
-  if (threads < 0) throw UsageError("--threads must be >= 1 (got " + std::to_string(threads) + ")");
+  if (threads < 0) throw UsageError("--threads must be >= 1, or 0 for all cores (got " + std::to_string(threads) + ")");
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   torch::set_num_threads(threads);
 }

@@ -143,10 +143,6 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
   }
 }
 
-bool is_run_directory(const fs::path& dir) {
-  return fs::is_regular_file(dir / "state.json") || fs::is_regular_file(dir / "model.safetensors");
-}
-
 void save_checkpoint(const fs::path& dir, const RunConfig& config, const CharTokenizer& tokenizer,
                      GPT& model, const torch::optim::AdamW& optimizer, const TrainingState& state) {
   fs::create_directories(dir);

@@ -44,9 +44,6 @@ std::string generator_state(torch::Generator& generator);
 void set_generator_state(torch::Generator& generator, const std::string& hex,
                          const std::string& source);
 
-// A directory is a run when it holds a state.json or a model.safetensors.
-bool is_run_directory(const std::filesystem::path& dir);
-
 // Writes every file of a checkpoint into `dir` (created if needed), state.json last.
 void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
                      const CharTokenizer& tokenizer, GPT& model,

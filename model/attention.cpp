@@ -7,22 +7,24 @@
 
 namespace tinylm {
 
-AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                          bool causal, double dropout, bool training) {
+torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal) {
   const int64_t T = q.size(-2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   const torch::Tensor qk = batched_matmul(q, k.transpose(-2, -1));  // (B, nh, T, T)
-  torch::Tensor scores;
   if (causal) {
     // M as an additive bias (0 on and below the diagonal, -inf above), added in the same
     // pass as the scaling: cheaper than masked_fill forward and backward, and the same numbers.
     const torch::Tensor bias = torch::full({T, T}, -std::numeric_limits<float>::infinity(),
                                            q.options().requires_grad(false))
                                    .triu(1);
-    scores = torch::add(bias, qk, scale);  // (B, nh, T, T)
-  } else {
-    scores = qk * scale;
+    return torch::add(bias, qk, scale);  // (B, nh, T, T)
   }
+  return qk * scale;
+}
+
+AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                          bool causal, double dropout, bool training) {
+  torch::Tensor scores = attention_scores(q, k, causal);  // (B, nh, T, T)
   torch::Tensor pattern = torch::softmax(scores, -1);  // (B, nh, T, T)
   torch::Tensor attended = pattern;
   if (training && dropout > 0.0) attended = torch::dropout(pattern, dropout, true);
@@ -30,8 +32,15 @@ AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const 
   return {scores, pattern, z};
 }
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config)
-    : n_head_(config.n_head), dropout_(config.dropout) {
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, int64_t layer)
+    : hook_q(hook_name(layer, "attn.hook_q")),
+      hook_k(hook_name(layer, "attn.hook_k")),
+      hook_v(hook_name(layer, "attn.hook_v")),
+      hook_scores(hook_name(layer, "attn.hook_scores")),
+      hook_pattern(hook_name(layer, "attn.hook_pattern")),
+      hook_z(hook_name(layer, "attn.hook_z")),
+      n_head_(config.n_head),
+      dropout_(config.dropout) {
   const int64_t C = config.n_embd;
   c_attn = register_module(
       "c_attn", torch::nn::Linear(torch::nn::LinearOptions(C, 3 * C).bias(config.bias)));
@@ -45,9 +54,14 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const auto heads = [&](const torch::Tensor& t) {                // (B, nh, T, hs)
     return t.view({B, T, n_head_, hs}).transpose(1, 2);
   };
-  const AttentionResult a =
-      attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), true, dropout_, is_training());
-  torch::Tensor y = a.z.transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
+  // The steps of attention() with a hook point after each.
+  const torch::Tensor q = hook_q(heads(qkv[0])), k = hook_k(heads(qkv[1])), v = hook_v(heads(qkv[2]));
+  const torch::Tensor scores = hook_scores(attention_scores(q, k, true));  // (B, nh, T, T)
+  const torch::Tensor pattern = hook_pattern(torch::softmax(scores, -1));  // (B, nh, T, T)
+  const torch::Tensor attended =
+      is_training() && dropout_ > 0.0 ? torch::dropout(pattern, dropout_, true) : pattern;
+  const torch::Tensor z = hook_z(batched_matmul(attended, v));  // (B, nh, T, hs)
+  torch::Tensor y = z.transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
   y = c_proj(y);
   if (is_training() && dropout_ > 0.0) y = torch::dropout(y, dropout_, true);
   return y;

@@ -3,10 +3,13 @@
 //     O = softmax_row(Q K^T / sqrt(d_k) + M) V,   M_ij = 0 if j <= i, -inf otherwise
 // so that the scores and the pattern are real tensors one can read. Heads are computed in
 // one batched matmul; q, k and v come from one Linear (c_attn) stacked in that order.
+// Hook points (blocks.L.attn.*): hook_q, hook_k, hook_v (B, nh, T, hs), hook_scores and
+// hook_pattern (B, nh, T, T), hook_z (B, nh, T, hs).
 
 #include <torch/torch.h>
 
 #include "model/config.h"
+#include "model/hook_point.h"
 
 namespace tinylm {
 
@@ -16,6 +19,9 @@ struct AttentionResult {
   torch::Tensor z;        // (B, nh, T, hs) pattern @ v
 };
 
+// Q K^T / sqrt(d_k) + M for q, k (B, nh, T, hs) -> (B, nh, T, T); M only with `causal`.
+torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal);
+
 // q, k, v: (B, nh, T, hs). With `causal`, position i sees positions j <= i only.
 // Dropout on the pattern applies only when `training` and dropout > 0.
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -23,12 +29,15 @@ AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const 
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:
-  explicit CausalSelfAttentionImpl(const ModelConfig& config);
+  // `layer` names the hook points: blocks.{layer}.attn.hook_q, ...
+  CausalSelfAttentionImpl(const ModelConfig& config, int64_t layer);
 
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
   torch::nn::Linear c_attn{nullptr};  // (3C, C): q, k, v
   torch::nn::Linear c_proj{nullptr};  // (C, C)
+
+  HookPoint hook_q, hook_k, hook_v, hook_scores, hook_pattern, hook_z;
 
  private:
   int64_t n_head_;

@@ -17,6 +17,7 @@ struct ModelConfig {
   bool bias = true;                        // biases in Linear and LayerNorm
   std::string pos_encoding = "learned";    // learned | sinusoidal | none
   bool tie_weights = true;                 // lm_head shares the token embedding
+  bool attn_only = false;                  // blocks without ln_2 and MLP
 
   int64_t head_size() const { return n_embd / n_head; }
 

@@ -24,7 +24,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) {
   }
   auto blocks = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layer; ++i) {
-    h.push_back(Block(config));
+    h.push_back(Block(config, i));
     blocks->push_back(h.back());
   }
   ln_f = register_module("ln_f", LayerNorm(config.n_embd, config.bias));
@@ -41,6 +41,13 @@ GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
   if (config_.pos_encoding == "sinusoidal") {
     sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
   }
+  hook_points_.push_back(&hook_embed_);
+  if (config_.pos_encoding != "none") hook_points_.push_back(&hook_pos_embed_);
+  for (auto& block : transformer->h) {
+    for (HookPoint* point : block->hook_points()) hook_points_.push_back(point);
+  }
+  hook_points_.push_back(&hook_normalized_);
+  for (HookPoint* point : hook_points_) by_name_[point->name()] = point;
 }
 
 void GPTImpl::init_weights(torch::Generator& generator) {
@@ -70,17 +77,45 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
                                 " is longer than model.block_size " +
                                 std::to_string(config_.block_size));
   }
-  torch::Tensor x = transformer->wte(idx);  // (B, T, C)
-  if (transformer->wpe) {
-    x = x + transformer->wpe->weight.slice(0, 0, T);  // (T, C) broadcast over B
-  } else if (sinusoid_.defined()) {
-    x = x + sinusoid_.slice(0, 0, T);
-  }
+  torch::Tensor x = hook_embed_(transformer->wte(idx));  // (B, T, C)
+  if (config_.pos_encoding != "none") x = x + hook_pos_embed_(positions(T));  // (T, C) over B
   if (is_training() && config_.dropout > 0.0) x = torch::dropout(x, config_.dropout, true);
   for (auto& block : transformer->h) x = block(x);
-  x = transformer->ln_f(x);                                      // (B, T, C)
-  const torch::Tensor& head = lm_head ? lm_head->weight : transformer->wte->weight;  // (V, C)
-  return torch::matmul(x, head.t());                             // (B, T, V)
+  x = hook_normalized_(transformer->ln_f(x));  // (B, T, C)
+  return torch::matmul(x, unembedding().t());  // (B, T, V)
+}
+
+torch::Tensor GPTImpl::positions(int64_t T) const {
+  if (transformer->wpe) return transformer->wpe->weight.slice(0, 0, T);
+  if (sinusoid_.defined()) return sinusoid_.slice(0, 0, T);
+  return {};
+}
+
+const torch::Tensor& GPTImpl::unembedding() const {
+  return lm_head ? lm_head->weight : transformer->wte->weight;
+}
+
+std::vector<std::string> GPTImpl::hook_names() const {
+  std::vector<std::string> names;
+  for (const HookPoint* point : hook_points_) names.push_back(point->name());
+  return names;
+}
+
+HookPoint& GPTImpl::hook_point(const std::string& name) {
+  const auto it = by_name_.find(name);
+  if (it != by_name_.end()) return *it->second;
+  // Name the nearest valid one: the longest common prefix, then the shortest name.
+  std::string best;
+  size_t best_prefix = 0;
+  for (const auto& [candidate, point] : by_name_) {
+    size_t n = 0;
+    while (n < name.size() && n < candidate.size() && name[n] == candidate[n]) ++n;
+    if (n > best_prefix) best_prefix = n, best = candidate;
+  }
+  throw std::invalid_argument("no hook point named \"" + name + "\" in this model" +
+                              (best.empty() ? "" : "; did you mean \"" + best + "\"?") +
+                              " (" + std::to_string(by_name_.size()) + " hook points, e.g. " +
+                              hook_points_.front()->name() + ", blocks.0.attn.hook_pattern)");
 }
 
 int64_t GPTImpl::num_parameters() const {

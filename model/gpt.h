@@ -3,13 +3,18 @@
 // blocks -> ln_f -> lm_head (tied to the token embedding by default). Parameter names are
 // nanoGPT's (transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...), so a state
 // dict reads the same in both worlds. Knows nothing about files or tokenizers.
+// Hook points: hook_embed (B, T, C), hook_pos_embed (T, C) when there are positions, the
+// blocks' (model/block.h, model/attention.h), and ln_f.hook_normalized (B, T, C).
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
 
 #include "model/block.h"
 #include "model/config.h"
+#include "model/hook_point.h"
 #include "model/layer_norm.h"
 
 namespace tinylm {
@@ -39,6 +44,19 @@ class GPTImpl : public torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& idx);  // (B, T) int64 -> logits (B, T, V)
 
+  // The position table's first T rows (T, C); undefined when pos_encoding = none.
+  torch::Tensor positions(int64_t T) const;
+  // The unembedding (V, C): lm_head's weight, or the token embedding when tied.
+  const torch::Tensor& unembedding() const;
+
+  // Hook point names in the order the forward pass reaches them.
+  std::vector<std::string> hook_names() const;
+  // Throws std::invalid_argument naming the closest valid name when there is none such.
+  HookPoint& hook_point(const std::string& name);
+  [[nodiscard]] HookHandle add_hook(const std::string& name, HookFn hook) {
+    return hook_point(name).add(std::move(hook));
+  }
+
   const ModelConfig& config() const { return config_; }
   int64_t num_parameters() const;
 
@@ -48,6 +66,10 @@ class GPTImpl : public torch::nn::Module {
  private:
   ModelConfig config_;
   torch::Tensor sinusoid_;  // (block_size, C) buffer, sinusoidal positions only
+  HookPoint hook_embed_{"hook_embed"}, hook_pos_embed_{"hook_pos_embed"},
+      hook_normalized_{"ln_f.hook_normalized"};
+  std::vector<HookPoint*> hook_points_;         // forward order
+  std::map<std::string, HookPoint*> by_name_;
 };
 TORCH_MODULE(GPT);
 

@@ -22,7 +22,7 @@ struct WorkedExample {
   CausalSelfAttention module() const {
     ModelConfig c;
     c.n_layer = 1, c.n_head = 1, c.n_embd = 2, c.block_size = 3, c.vocab_size = 1, c.bias = false;
-    CausalSelfAttention attn(c);
+    CausalSelfAttention attn(c, 0);
     torch::NoGradGuard no_grad;
     attn->c_attn->weight.copy_(torch::cat({w_q.t(), w_k.t(), w_v.t()}, 0));
     attn->c_proj->weight.copy_(torch::eye(2));

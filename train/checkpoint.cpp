@@ -81,7 +81,7 @@ json model_config_to_json(const ModelConfig& c) {
           {"n_embd", c.n_embd},     {"block_size", c.block_size},
           {"vocab_size", c.vocab_size}, {"dropout", c.dropout},
           {"bias", c.bias},         {"pos_encoding", c.pos_encoding},
-          {"tie_weights", c.tie_weights}};
+          {"tie_weights", c.tie_weights}, {"attn_only", c.attn_only}};
 }
 
 ModelConfig model_config_from_json(const json& doc, const std::string& source) {
@@ -103,6 +103,7 @@ ModelConfig model_config_from_json(const json& doc, const std::string& source) {
   get("bias", c.bias, &json::is_boolean, "a boolean");
   get("pos_encoding", c.pos_encoding, &json::is_string, "a string");
   get("tie_weights", c.tie_weights, &json::is_boolean, "a boolean");
+  if (doc.contains("attn_only")) get("attn_only", c.attn_only, &json::is_boolean, "a boolean");
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {

@@ -79,6 +79,7 @@ const std::vector<Field>& schema() {
       field("model.bias", &RunConfig::model, &ModelConfig::bias),
       field("model.pos_encoding", &RunConfig::model, &ModelConfig::pos_encoding),
       field("model.tie_weights", &RunConfig::model, &ModelConfig::tie_weights),
+      field("model.attn_only", &RunConfig::model, &ModelConfig::attn_only),
       field("data.path", &RunConfig::data, &DataConfig::path),
       field("data.train_fraction", &RunConfig::data, &DataConfig::train_fraction),
       field("data.tokenizer", &RunConfig::data, &DataConfig::tokenizer),

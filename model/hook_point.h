@@ -1,0 +1,104 @@
+#pragma once
+// A hook point: a named identity placed where the model makes a tensor, after
+// TransformerLens. With no hook attached, calling it returns its input and does nothing
+// else. A hook sees the tensor and returns what flows on: the same tensor to read it
+// (caching), another of the same shape to replace it (ablation, patching). A hook lives as
+// long as the HookHandle that add() returns; several hooks on one point run in the order
+// they were added. Hook points are not torch modules: they hold no parameters and do not
+// appear in a state dict.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace tinylm {
+
+using HookFn = std::function<torch::Tensor(const torch::Tensor& x, const std::string& name)>;
+
+class HookHandle;
+
+// "blocks.{layer}.{suffix}", the name of a hook point inside block `layer`.
+inline std::string hook_name(int64_t layer, const std::string& suffix) {
+  return "blocks." + std::to_string(layer) + "." + suffix;
+}
+
+class HookPoint {
+ public:
+  explicit HookPoint(std::string name) : name_(std::move(name)) {}
+
+  torch::Tensor operator()(torch::Tensor x) const {
+    if (hooks_->empty()) return x;  // the common case: one branch, no copy
+    for (const auto& [id, hook] : *hooks_) x = hook(x, name_);
+    return x;
+  }
+
+  const std::string& name() const { return name_; }
+  bool has_hooks() const { return !hooks_->empty(); }
+
+  [[nodiscard]] HookHandle add(HookFn hook);
+
+ private:
+  using Hooks = std::vector<std::pair<uint64_t, HookFn>>;
+  friend class HookHandle;
+
+// "blocks.{layer}.{suffix}", the name of a hook point inside block `layer`.
+inline std::string hook_name(int64_t layer, const std::string& suffix) {
+  return "blocks." + std::to_string(layer) + "." + suffix;
+}
+
+  std::string name_;
+  std::shared_ptr<Hooks> hooks_ = std::make_shared<Hooks>();
+  uint64_t next_id_ = 0;
+};
+
+// Removes its hook when destroyed (or on remove()). Safe to outlive the model: it holds the
+// hook list weakly.
+class HookHandle {
+ public:
+  HookHandle() = default;
+  HookHandle(HookHandle&& other) noexcept { *this = std::move(other); }
+  HookHandle& operator=(HookHandle&& other) noexcept {
+    if (this != &other) {
+      remove();
+      hooks_ = std::move(other.hooks_);
+      id_ = other.id_;
+      other.hooks_.reset();
+    }
+    return *this;
+  }
+  HookHandle(const HookHandle&) = delete;
+  HookHandle& operator=(const HookHandle&) = delete;
+  ~HookHandle() { remove(); }
+
+  void remove() {
+    if (auto hooks = hooks_.lock()) {
+      for (auto it = hooks->begin(); it != hooks->end(); ++it) {
+        if (it->first == id_) {
+          hooks->erase(it);
+          break;
+        }
+      }
+    }
+    hooks_.reset();
+  }
+
+ private:
+  friend class HookPoint;
+  HookHandle(std::weak_ptr<HookPoint::Hooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+
+  std::weak_ptr<HookPoint::Hooks> hooks_;
+  uint64_t id_ = 0;
+};
+
+inline HookHandle HookPoint::add(HookFn hook) {
+  const uint64_t id = next_id_++;
+  hooks_->emplace_back(id, std::move(hook));
+  return HookHandle(hooks_, id);
+}
+
+}  // namespace tinylm

@@ -138,6 +138,68 @@ TEST_F(Cli, BadSampleArguments) {
   expect_failure(run_tinylm("eval " + run().string() + " --split test"), 2, "--split");
 }
 
+TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
+  const auto r = run_tinylm("inspect " + run().string() +
+                                " --all --json - --windows 4 --probes 2 --prompt 'ROMEO: hi'", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  const int64_t L = 2, H = 2, T = 9, V = j["model"]["vocab_size"];
+  EXPECT_EQ(j["attention"]["tokens"].size(), static_cast<size_t>(T));
+  const auto& patterns = j["attention"]["patterns"];
+  ASSERT_EQ(patterns.size(), static_cast<size_t>(L));
+  ASSERT_EQ(patterns[1].size(), static_cast<size_t>(H));
+  ASSERT_EQ(patterns[1][1].size(), static_cast<size_t>(T));
+  for (const auto& row : patterns[1][1]) {
+    double sum = 0;
+    for (const auto& x : row) sum += x.get<double>();
+    EXPECT_NEAR(sum, 1.0, T * 0.5e-4);  // 4 decimals each
+  }
+  EXPECT_EQ(patterns[0][0][0][1], 0.0);  // causal
+  for (const char* name : {"previous_token", "self", "first_token", "duplicate_token", "induction", "entropy"}) {
+    EXPECT_EQ(j["heads"]["scores"][name].size(), static_cast<size_t>(L)) << name;
+    EXPECT_EQ(j["heads"]["probe"]["scores"][name][0].size(), static_cast<size_t>(H)) << name;
+  }
+  EXPECT_EQ(j["heads"]["probe"]["length"], 16);  // block_size
+  EXPECT_EQ(j["ablation"]["heads"].size(), static_cast<size_t>(L * H));
+  EXPECT_EQ(j["priors"]["positions"]["patterns"][1][1].size(), 16u);
+  EXPECT_EQ(j["priors"]["tokens"]["scores"][1][1].size(), static_cast<size_t>(V));
+  EXPECT_EQ(j["logit_lens"]["stages"].size(), static_cast<size_t>(L + 1));
+  EXPECT_EQ(j["logit_lens"]["stages"][L]["top"].size(), static_cast<size_t>(T));
+  // The training-time probe scores of metrics.jsonl, one per eval.
+  const auto& evals = j["training"]["probe"];
+  ASSERT_EQ(evals.size(), 3u);  // steps 0, 2, 4
+  EXPECT_EQ(evals[2]["step"], 4);
+  EXPECT_EQ(evals[2]["induction"].size(), static_cast<size_t>(L));
+}
+
+TEST_F(Cli, AblatingAHeadChangesEvalAndSample) {
+  const auto plain = run_tinylm("eval " + run().string() + " --json", false);
+  const auto ablated = run_tinylm("eval " + run().string() + " --json --ablate 0.1,1.0", false);
+  ASSERT_EQ(ablated.exit_code, 0) << ablated.output;
+  EXPECT_NE(nlohmann::json::parse(plain.output)["loss"], nlohmann::json::parse(ablated.output)["loss"]);
+  // This run has had 4 steps: its heads barely move a sample, so check the ablation is on.
+  const auto sample = run_tinylm("sample " + run().string() + " --max-new-tokens 8 --ablate 0.0,1.1");
+  EXPECT_EQ(sample.exit_code, 0) << sample.output;
+  EXPECT_NE(sample.output.find("ablating heads 0.0, 1.1 (output zeroed at hook_z)"), std::string::npos) << sample.output;
+}
+
+TEST_F(Cli, BadInspectInputs) {
+  const std::string r = run().string();
+  expect_failure(run_tinylm("inspect " + r), 2, "choose a view");
+  expect_failure(run_tinylm("inspect " + r + " --logit-lens"), 2, "--logit-lens needs --prompt");
+  expect_failure(run_tinylm("inspect " + r + " --prompt 'hi ~'"), 1, "character '~' (U+007E) at position 3");
+  const auto longer = run_tinylm("inspect " + r + " --prompt 'ROMEO: and JULIET'");  // 17 > block 16
+  EXPECT_EQ(longer.exit_code, 0) << longer.output;
+  EXPECT_NE(longer.output.find("more than block_size 16: inspected its last 16"), std::string::npos) << longer.output;
+  expect_failure(run_tinylm("inspect " + r + " --heads --json /nonexistent/dir/x.json"), 1,
+                 "cannot write /nonexistent/dir/x.json (--json): directory /nonexistent/dir does not exist");
+  expect_failure(run_tinylm("inspect " + r + " --html " + r), 1, "(--html): it is a directory");
+  expect_failure(run_tinylm("inspect " + r + " --heads --text /nonexistent.txt"), 1, "corpus not found");
+  expect_failure(run_tinylm("eval " + r + " --ablate 2.0"), 1,
+                 "--ablate: head 2.0 is not in this model: layers are 0-1 and heads 0-1");
+  expect_failure(run_tinylm("sample " + r + " --ablate 0.x"), 2, "--ablate: bad head \"0.x\"");
+}
+
 TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 100000);

@@ -7,6 +7,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "model/ablation.h"
+
 namespace tinylm {
 
 struct UsageError : std::invalid_argument {
@@ -17,6 +19,12 @@ struct UsageError : std::invalid_argument {
 std::function<int()> add_train_command(CLI::App& app);
 std::function<int()> add_sample_command(CLI::App& app);
 std::function<int()> add_eval_command(CLI::App& app);
+std::function<int()> add_inspect_command(CLI::App& app);
+
+// --ablate L.H[,L.H...] of eval and sample: parsed (a UsageError when malformed), then
+// checked against the model (a runtime error naming the valid ranges) and hooked in.
+std::vector<HeadRef> parse_ablate_flag(const std::string& text);
+std::vector<HookHandle> ablate_from_flag(GPT& model, const std::vector<HeadRef>& heads);
 
 // Sets LibTorch's intra-op threads: all cores unless the user chose (LibTorch defaults to 1 here).
 void set_threads(int threads);

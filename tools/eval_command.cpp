@@ -9,15 +9,17 @@
 
 #include "data/batches.h"
 #include "data/corpus.h"
+#include "model/ablation.h"
 #include "tools/commands.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/run_corpus.h"
 
 namespace tinylm {
 
 std::function<int()> add_eval_command(CLI::App& app) {
   struct Args {
-    std::string run, split = "val", text;
+    std::string run, split = "val", text, ablate;
     bool json = false;
     int threads = 0;
   };
@@ -28,30 +30,32 @@ std::function<int()> add_eval_command(CLI::App& app) {
                     ->check(CLI::IsMember({"val", "train"}));
   cmd->add_option("--text", args->text, "Score this UTF-8 file instead of a split")->excludes(split);
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_option("--ablate", args->ablate, "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
 
   return [args]() {
     set_threads(args->threads);
+    const std::vector<HeadRef> ablated = parse_ablate_flag(args->ablate);
     LoadedRun run = load_run(args->run);
+    const std::vector<HookHandle> ablation = ablate_from_flag(run.model, ablated);
     std::string source;
     std::vector<int64_t> ids;
     if (!args->text.empty()) {
       source = args->text;
       ids = run.tokenizer.encode(read_corpus(args->text), args->text);
     } else {
-      source = args->split + " split of " + run.config.data.path;
-      if (!std::filesystem::exists(run.config.data.path)) {
-        throw std::runtime_error("the run's corpus " + run.config.data.path + " (data.path in " +
-                                 args->run + "/config.toml) is not there; pass --text FILE to "
-                                 "score another file");
-      }
-      ids = run.tokenizer.encode(read_corpus(run.config.data.path), run.config.data.path);
     }
-    torch::Tensor tokens =
-        torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
-    if (args->text.empty()) {
-      const TokenSplits splits = split_tokens(tokens, run.config.data.train_fraction);
-      tokens = args->split == "train" ? splits.train : splits.val;
+    torch::Tensor tokens;
+    if (!args->text.empty()) {
+      tokens = torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
+    } else {
+      source = args->split + " split of " + describe_corpus(run.config);
+      try {
+        tokens = run_split(run.config, run.tokenizer, args->split);
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error(std::string(e.what()) + " (the run's config.toml in " + args->run +
+                                 "); pass --text FILE to score another file");
+      }
     }
     if (tokens.numel() < 2) {
       throw std::runtime_error(source + " has " + std::to_string(tokens.numel()) +

@@ -1,4 +1,4 @@
-// tinylm: train, sample from and evaluate a tiny GPT. See README.md for the commands.
+// tinylm: train, sample from, evaluate and inspect a tiny GPT. See README.md for the commands.
 
 #include <malloc.h>
 
@@ -21,6 +21,28 @@ void set_threads(int threads) {
   torch::set_num_threads(threads);
 }
 
+std::vector<HeadRef> parse_ablate_flag(const std::string& text) {
+  if (text.empty()) return {};
+  try {
+    return parse_head_list(text);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("--ablate: ") + e.what());
+  }
+}
+
+std::vector<HookHandle> ablate_from_flag(GPT& model, const std::vector<HeadRef>& heads) {
+  if (heads.empty()) return {};
+  try {
+    check_heads(model->config(), heads);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(std::string("--ablate: ") + e.what());
+  }
+  std::string list;
+  for (const HeadRef& h : heads) list += (list.empty() ? "" : ", ") + h.label();
+  spdlog::info("ablating head{} {} (output zeroed at hook_z)", heads.size() > 1 ? "s" : "", list);
+  return zero_ablate(model, heads);
+}
+
 }  // namespace tinylm
 
 int main(int argc, char** argv) {
@@ -39,6 +61,7 @@ int main(int argc, char** argv) {
   const auto train = tinylm::add_train_command(app);
   const auto sample = tinylm::add_sample_command(app);
   const auto eval = tinylm::add_eval_command(app);
+  const auto inspect = tinylm::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -54,6 +77,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("train")) return train();
     if (app.got_subcommand("sample")) return sample();
+    if (app.got_subcommand("inspect")) return inspect();
     return eval();
   } catch (const tinylm::UsageError& e) {
     std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "model/generate.h"
+#include "model/ablation.h"
 #include "tools/commands.h"
 #include "train/checkpoint.h"
 
@@ -20,6 +21,7 @@ std::function<int()> add_sample_command(CLI::App& app) {
   struct Args {
     std::string run;
     std::optional<std::string> prompt;
+    std::string ablate;
     std::optional<int64_t> max_new_tokens, top_k, seed, num_samples;
     std::optional<double> temperature, top_p;
     int threads = 0;
@@ -34,11 +36,14 @@ std::function<int()> add_sample_command(CLI::App& app) {
   cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass; 1 = off");
   cmd->add_option("--seed", args->seed, "Random seed");
   cmd->add_option("--num-samples", args->num_samples, "Number of samples");
+  cmd->add_option("--ablate", args->ablate, "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
 
   return [args]() {
     set_threads(args->threads);
+    const std::vector<HeadRef> ablated = parse_ablate_flag(args->ablate);
     LoadedRun run = load_run(args->run);
+    const std::vector<HookHandle> ablation = ablate_from_flag(run.model, ablated);
     SampleConfig s = run.config.sample;
     if (args->prompt) s.prompt = *args->prompt;
     if (args->max_new_tokens) s.max_new_tokens = *args->max_new_tokens;

@@ -81,7 +81,7 @@ std::function<int()> add_train_command(CLI::App& app) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
-    if (!args->resume) {
+    if (!args->resume && !config.data.path.empty()) {
       // Resolve the corpus path now: sample and eval read it later from another directory.
       std::error_code ec;
       const fs::path absolute = fs::absolute(config.data.path, ec);

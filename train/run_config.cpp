@@ -80,7 +80,9 @@ const std::vector<Field>& schema() {
       field("model.pos_encoding", &RunConfig::model, &ModelConfig::pos_encoding),
       field("model.tie_weights", &RunConfig::model, &ModelConfig::tie_weights),
       field("model.attn_only", &RunConfig::model, &ModelConfig::attn_only),
+      field("data.source", &RunConfig::data, &DataConfig::source),
       field("data.path", &RunConfig::data, &DataConfig::path),
+      field("data.synthetic_size", &RunConfig::data, &DataConfig::synthetic_size),
       field("data.train_fraction", &RunConfig::data, &DataConfig::train_fraction),
       field("data.tokenizer", &RunConfig::data, &DataConfig::tokenizer),
       field("train.batch_size", &RunConfig::train, &TrainConfig::batch_size),
@@ -176,7 +178,13 @@ void RunConfig::validate() const {
   if (m.vocab_size == 0) m.vocab_size = 1;  // not known until the tokenizer is built
   m.validate();
 
-  require(!data.path.empty(), "data.path must name a corpus file or directory");
+  require(data.source == "file" || data.source == "induction",
+          "data.source must be \"file\" or \"induction\" (got \"" + data.source + "\")");
+  require(data.source != "file" || !data.path.empty(),
+          "data.path must name a corpus file or directory");
+  require(data.synthetic_size >= 1000 && data.synthetic_size <= 1000000000,
+          "data.synthetic_size must be in [1000, 1000000000] (got " +
+              std::to_string(data.synthetic_size) + ")");
   require(data.train_fraction > 0.0 && data.train_fraction < 1.0,
           "data.train_fraction must be in (0, 1) (got " + str(data.train_fraction) + ")");
   require(data.tokenizer == "char",

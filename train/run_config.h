@@ -14,8 +14,11 @@
 namespace tinylm {
 
 struct DataConfig {
+  std::string source = "file";   // file: the text at `path`; induction: the synthetic corpus
+                                 // of data/induction_corpus.h, generated from train.seed
   std::string path;              // a UTF-8 file or a directory of *.txt; in a config file,
                                  // relative to that file's directory
+  int64_t synthetic_size = 1000000;  // characters of a generated corpus
   double train_fraction = 0.9;   // the first part trains, the rest validates
   std::string tokenizer = "char";
 };

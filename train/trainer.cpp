@@ -12,12 +12,13 @@
 
 #include "data/batches.h"
 #include "data/char_tokenizer.h"
-#include "data/corpus.h"
 #include "model/gpt.h"
+#include "model/induction_probe.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
 #include "train/progress.h"
+#include "train/run_corpus.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -84,23 +85,58 @@ struct TrainingData {
 // the one the run was trained with.
 TrainingData load_training_data(const RunConfig& config, const fs::path* resumed_run) {
   const auto start = Clock::now();
-  const std::string text = read_corpus(config.data.path);
+  const std::string text = read_run_corpus(config);
+  const std::string source = describe_corpus(config);
   CharTokenizer tokenizer = CharTokenizer::from_text(text);
   if (resumed_run && load_tokenizer(*resumed_run).vocab() != tokenizer.vocab()) {
-    throw std::runtime_error("cannot resume: the corpus " + config.data.path +
+    throw std::runtime_error("cannot resume: the corpus " + source +
                              " now has a different character set than when " +
                              resumed_run->string() + " was trained");
   }
-  std::vector<int64_t> ids = tokenizer.encode(text, config.data.path);
+  std::vector<int64_t> ids = tokenizer.encode(text, source);
   const torch::Tensor tokens =
       torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
   const TokenSplits splits = split_tokens(tokens, config.data.train_fraction);
   const int64_t T = config.model.block_size, B = config.train.batch_size;
-  spdlog::info("data: {} ({} train / {} val tokens, vocab {}) read in {:.2f} s", config.data.path,
+  spdlog::info("data: {} ({} train / {} val tokens, vocab {}) read in {:.2f} s", source,
                splits.train.numel(), splits.val.numel(), tokenizer.vocab_size(),
                seconds_since(start));
   return {std::move(tokenizer), BatchSampler(splits.train, T, B, "train"),
           BatchSampler(splits.val, T, B, "val")};
+}
+
+// The heads' previous-token and induction scores on a fixed probe, and its two half losses,
+// so that metrics.jsonl shows when induction heads form. Rounded: these are for plotting.
+json probe_record(GPT& model, const torch::Tensor& probe) {
+  const ProbeResult result = run_induction_probe(model, probe);
+  const auto rounded = [](const torch::Tensor& t) {  // (L, nh) -> [[...]]
+    json rows = json::array();
+    for (int64_t l = 0; l < t.size(0); ++l) {
+      json row = json::array();
+      for (int64_t h = 0; h < t.size(1); ++h) row.push_back(std::round(t[l][h].item<double>() * 1e4) / 1e4);
+      rows.push_back(row);
+    }
+    return rows;
+  };
+  return {{"loss_first_half", result.losses.first_half},
+          {"loss_second_half", result.losses.second_half},
+          {"previous_token", rounded(result.scores.values.at("previous_token"))},
+          {"induction", rounded(result.scores.values.at("induction"))}};
+}
+
+// "1.2 0.934": the head with the highest score in an (L, nh) table.
+std::string top_head(const json& table) {
+  std::string best;
+  double best_score = -1.0;
+  for (size_t l = 0; l < table.size(); ++l) {
+    for (size_t h = 0; h < table[l].size(); ++h) {
+      if (table[l][h].get<double>() > best_score) {
+        best_score = table[l][h].get<double>();
+        best = std::to_string(l) + "." + std::to_string(h);
+      }
+    }
+  }
+  return fmt::format("{} ({:.3f})", best, best_score);
 }
 
 }  // namespace
@@ -128,6 +164,9 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
   auto init_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed));
   auto train_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
   auto eval_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 2);
+  auto probe_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 3);
+  const torch::Tensor probe = repeated_random_tokens(
+      kTrainingProbes, probe_half_length(config.model), tokenizer.vocab_size(), probe_rng);
   GPT model(config.model);
   model->init_weights(init_rng);
   model->train();
@@ -180,12 +219,17 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
       const auto t_eval = Clock::now();
       const double train_loss = estimate_loss(model, data.train, t.eval_iters, eval_rng);
       val_loss = estimate_loss(model, data.val, t.eval_iters, eval_rng);
+      const json heads = probe_record(model, probe);
       progress.clear();
       spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.2f} s)", step, train_loss,
                    val_loss, seconds_since(t_eval));
+      spdlog::info("  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
+                   "head {}, top induction head {}",
+                   heads["loss_second_half"].get<double>(), heads["loss_first_half"].get<double>(),
+                   top_head(heads["previous_token"]), top_head(heads["induction"]));
       metrics.write({{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
                      {"val_loss", val_loss}, {"lr", learning_rate_at(step, t)},
-                     {"elapsed_s", seconds_since(start)}});
+                     {"elapsed_s", seconds_since(start)}, {"probe", heads}});
       state.last_eval_step = step;
       const bool improved = val_loss < state.best_val_loss;
       if (improved) state.best_val_loss = val_loss;

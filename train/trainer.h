@@ -24,6 +24,9 @@ struct TrainOptions {
   std::function<void(int64_t step)> on_step;
 };
 
+// Sequences in the induction probe scored at every eval (model/induction_probe.h).
+inline constexpr int64_t kTrainingProbes = 4;
+
 enum class TrainOutcome { kFinished, kInterrupted };
 
 struct TrainResult {

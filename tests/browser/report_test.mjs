@@ -1,0 +1,91 @@
+// Opens a tinylm inspect report in headless Chromium (Debian's, driven by playwright-core)
+// and checks it against the JSON written beside it:
+//   node report_test.mjs REPORT.html REPORT.json [SCREENSHOT.png]
+// Fails on any console error, page error or network request; checks that there are
+// L x nh attention heatmaps, that clicking one shows that head with the prompt's tokens,
+// that hovering a token colours what it reads from, that the head-score table sorts, and
+// that the numbers on the page are the JSON's.
+import { chromium } from "playwright-core";
+import { readFileSync } from "node:fs";
+import { pathToFileURL } from "node:url";
+
+const [htmlPath, jsonPath, screenshot] = process.argv.slice(2);
+if (!htmlPath || !jsonPath) {
+  console.error("usage: node report_test.mjs REPORT.html REPORT.json [SCREENSHOT.png]");
+  process.exit(2);
+}
+const doc = JSON.parse(readFileSync(jsonPath, "utf8"));
+const failures = [];
+const check = (ok, what) => { if (!ok) failures.push(what); };
+const visible = (t) => ({" ": "\u2423", "\n": "\u21b5", "\t": "\u2192", "\r": "\u240d"})[t] ?? t;
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const errors = [];
+  page.on("console", (m) => { if (m.type() === "error") errors.push("console: " + m.text()); });
+  page.on("pageerror", (e) => errors.push("page error: " + e.message));
+  page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) errors.push("network request: " + r.url()); });
+  await page.goto(pathToFileURL(htmlPath).href);
+  await page.waitForSelector("body[data-ready='1']", { timeout: 60000 });
+  const renderMs = await page.getAttribute("body", "data-render-ms");
+
+  // L x nh heatmaps of the prompt.
+  const { n_layer: L, n_head: H } = doc.model;
+  check(await page.locator("canvas.head-thumb").count() === L * H, `expected ${L * H} attention heatmaps`);
+
+  // Clicking the last head shows it, titled, with the prompt's tokens.
+  const tokens = doc.attention.tokens;
+  await page.locator(`canvas.head-thumb[data-layer='${L - 1}'][data-head='${H - 1}']`).click();
+  check(await page.locator("#head-detail").isVisible(), "the clicked head's detail is not shown");
+  const title = await page.textContent("#detail-title");
+  check(title.startsWith(`L${L - 1} H${H - 1}`), `detail title is "${title}"`);
+  const stripTokens = await page.locator("#detail-strip .tok").allTextContents();
+  check(JSON.stringify(stripTokens) === JSON.stringify(tokens.map(visible)), "the detail's tokens are not the prompt's");
+  const canvasSize = await page.locator("#detail-canvas").boundingBox();
+  check(canvasSize && canvasSize.width > 100, "the enlarged heatmap is not drawn");
+
+  // Hovering the last token colours the tokens it reads from, with the pattern's row as weights.
+  const last = tokens.length - 1;
+  await page.locator("#detail-strip .tok").nth(last).hover();
+  const coloured = await page.locator("#detail-strip .tok").evaluateAll((spans) => spans.filter((s) => s.style.background !== "").length);
+  check(coloured === tokens.length, `hovering coloured ${coloured} of ${tokens.length} tokens`);
+  const row = doc.attention.patterns[L - 1][H - 1][last];
+  const strongest = row.indexOf(Math.max(...row));
+  const alpha = await page.locator("#detail-strip .tok").nth(strongest).evaluate((s) => s.style.background);
+  const shown = Number(/rgba\(\s*9,\s*105,\s*218,\s*([0-9.]+)\)/.exec(alpha)?.[1]);
+  check(Math.abs(shown - row[strongest]) <= 1 / 255 + 1e-4, `hover weight ${shown} != pattern ${row[strongest]}`);
+
+  // The head-score table: numbers equal the JSON's, and sorting by a column works.
+  const best = doc.heads.strongest.previous_token;
+  check(await page.textContent("#strongest-prev-head") === `${best.layer}.${best.head}`, "strongest previous-token head differs from the JSON's");
+  check(await page.textContent("#strongest-prev-score") === best.score.toFixed(3), "strongest previous-token score differs from the JSON's");
+  check(await page.locator("#head-scores tbody tr").count() === L * H, "head-score table does not list every head");
+  await page.locator("#head-scores th", { hasText: /^previous token$/ }).click();
+  const firstRow = await page.locator("#head-scores tbody tr").first().locator("td").allTextContents();
+  check(firstRow[0] === `${best.layer}.${best.head}` && firstRow[1] === best.score.toFixed(3),
+        `after sorting by previous token the first row is ${firstRow.slice(0, 2)}`);
+  const cell = doc.heads.scores.induction[0][0];
+  const cellOnPage = await page.locator("#head-scores tbody tr", { has: page.locator("td:first-child", { hasText: /^0\.0$/ }) })
+    .locator("td").nth(5).textContent();
+  check(cellOnPage === (cell === null ? "\u2013" : cell.toFixed(3)), `induction score of head 0.0: page ${cellOnPage}, JSON ${cell}`);
+
+  // Ablation, priors and training views are there.
+  check(await page.locator("#ablation tbody tr").count() === L * H, "ablation table does not list every head");
+  if (doc.priors.positions) check(await page.locator("canvas.prior-thumb").count() >= L * H, "position priors missing");
+  check(await page.locator("#training-charts svg").count() >= (doc.training ? 1 : 0), "training charts missing");
+  if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
+  failures.push(...errors);
+  console.log(`report rendered in ${renderMs} ms (${L} layers x ${H} heads, ${tokens.length} tokens)`);
+} finally {
+  await browser.close();
+}
+if (failures.length) {
+  console.error("FAILED:\n  " + failures.join("\n  "));
+  process.exit(1);
+}
+console.log("report OK");

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The inspect report in a real browser: train a tiny run, write its report and JSON, and let
+# tests/browser/report_test.mjs drive Debian's Chromium over them; then again for a run
+# without metrics.jsonl, whose report must say so and still open cleanly.
+#   tests/report_in_browser.sh TINYLM SOURCE_DIR
+set -euo pipefail
+tinylm=$1
+src=$2
+if [[ ! -d "$src/tests/browser/node_modules/playwright-core" ]]; then
+  echo "playwright-core is not installed in tests/browser: run scripts/install-deps.sh" >&2
+  exit 1
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$tinylm" train "$src/configs/tiny.toml" --out "$work/run" --threads 1 --train.max_iters=40 \
+  > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
+"$tinylm" inspect "$work/run" --html "$work/report.html" --json "$work/report.json" \
+  --windows 8 --probes 2 --threads 1 > /dev/null
+node "$src/tests/browser/report_test.mjs" "$work/report.html" "$work/report.json"
+
+rm "$work/run/metrics.jsonl"
+"$tinylm" inspect "$work/run" --html "$work/bare.html" --json "$work/bare.json" \
+  --windows 8 --probes 2 --threads 1 > /dev/null 2> "$work/bare.log"
+grep -q "no metrics.jsonl" "$work/bare.log" || { echo "no note about the missing metrics.jsonl" >&2; exit 1; }
+node "$src/tests/browser/report_test.mjs" "$work/bare.html" "$work/bare.json"

@@ -1,0 +1,23 @@
+#pragma once
+// The self-contained HTML report of `tinylm inspect --html`: the page in tools/report/
+// (compiled into the binary) with the inspection's JSON inlined, every heatmap packed as
+// bytes (0-255 between a per-head low and high, base64) so that 12 layers x 12 heads x 256
+// tokens stay a few MB and draw fast. No network: it opens from file://.
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "tools/inspection.h"
+
+namespace tinylm {
+
+std::string html_report(const Inspection& inspection);
+
+// {"shape": [L, nh, R, C], "lo": [...], "hi": [...], "b64": "..."} for values (L, nh, R, C).
+nlohmann::json pack_heatmaps(const torch::Tensor& values, bool unit);
+
+std::string base64(const uint8_t* bytes, size_t size);
+
+}  // namespace tinylm

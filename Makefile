@@ -1,5 +1,6 @@
 # The README's two commands. Each installs what is missing, builds in Release, then runs.
-#   make run    train configs/shakespeare_char.toml, evaluate it, sample from it
+#   make run    train configs/shakespeare_char.toml, evaluate it, sample from it, and write
+#               its inspect report (runs/shakespeare_char/report.html)
 #   make test   the test suite (ctest)
 
 BUILD := build
@@ -21,6 +22,7 @@ run: build
 	  ./$(BUILD)/tinylm train configs/shakespeare_char.toml --out $(RUN) $$resume
 	./$(BUILD)/tinylm eval $(RUN)
 	./$(BUILD)/tinylm sample $(RUN)
+	./$(BUILD)/tinylm inspect $(RUN) --html $(RUN)/report.html --json $(RUN)/report.json
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

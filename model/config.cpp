@@ -24,6 +24,8 @@ void ModelConfig::validate() const {
           "model.vocab_size must be >= 1 (got " + std::to_string(vocab_size) + ")");
   require(dropout >= 0.0 && dropout < 1.0,
           "model.dropout must be in [0, 1) (got " + std::to_string(dropout) + ")");
+  require(init_std > 0.0 && init_std <= 1.0,
+          "model.init_std must be in (0, 1] (got " + std::to_string(init_std) + ")");
   require(pos_encoding == "learned" || pos_encoding == "sinusoidal" || pos_encoding == "none",
           "model.pos_encoding must be one of learned, sinusoidal, none (got \"" + pos_encoding +
               "\")");

@@ -18,6 +18,7 @@ struct ModelConfig {
   std::string pos_encoding = "learned";    // learned | sinusoidal | none
   bool tie_weights = true;                 // lm_head shares the token embedding
   bool attn_only = false;                  // blocks without ln_2 and MLP
+  double init_std = 0.02;                  // std of the weights at init (GPT-2's 0.02)
 
   int64_t head_size() const { return n_embd / n_head; }
 

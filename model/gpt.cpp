@@ -52,7 +52,7 @@ GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
 
 void GPTImpl::init_weights(torch::Generator& generator) {
   torch::NoGradGuard no_grad;
-  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  const double residual_std = config_.init_std / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
   const auto ends_with = [](const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
@@ -65,7 +65,7 @@ void GPTImpl::init_weights(torch::Generator& generator) {
       p.fill_(1.0);
     } else {
       // Residual projections are scaled so the stream's variance does not grow with depth.
-      p.normal_(0.0, ends_with(name, "c_proj.weight") ? residual_std : 0.02, generator);
+      p.normal_(0.0, ends_with(name, "c_proj.weight") ? residual_std : config_.init_std, generator);
     }
   }
 }

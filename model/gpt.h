@@ -38,7 +38,8 @@ class GPTImpl : public torch::nn::Module {
  public:
   explicit GPTImpl(ModelConfig config);
 
-  // GPT-2 init: weights N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 L)), biases 0,
+  // GPT-2 init: weights N(0, s), residual projections N(0, s / sqrt(2 L)), biases 0 (s is
+  // model.init_std, GPT-2's 0.02 by default),
   // LayerNorm weight 1, all drawn from `generator`.
   void init_weights(torch::Generator& generator);
 

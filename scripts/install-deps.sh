@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package tinylm needs to build, test and run. Idempotent: a
-# machine that already has them all is left untouched and this returns in well under a second.
+# Installs every Debian 12 package tinylm needs to build, test and run, and the one npm
+# package of the browser test (playwright-core, driving Debian's Chromium). Idempotent: a
+# machine that already has them all is left untouched and this returns in about a second.
 set -euo pipefail
 
 packages=(
@@ -11,7 +12,10 @@ packages=(
   libgtest-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   python3 python3-numpy
+  chromium
 )
+# Node.js may come from elsewhere (this machine kind ships v20); Debian's is the fallback.
+command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -19,13 +23,19 @@ for p in "${packages[@]}"; do
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
 
-if ((${#missing[@]} == 0)); then
-  exit 0
+if ((${#missing[@]} > 0)); then
+  echo "install-deps: installing ${missing[*]}" >&2
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "install-deps: installing ${missing[*]}" >&2
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# playwright-core at the version package-lock.json pins; it uses /usr/bin/chromium, never
+# a browser of its own.
+browser_tests="$(dirname "$0")/../tests/browser"
+if [[ ! -f "$browser_tests/node_modules/playwright-core/package.json" ]]; then
+  echo "install-deps: installing playwright-core into tests/browser" >&2
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$browser_tests" --no-audit --no-fund --silent
+fi

@@ -75,6 +75,11 @@ TEST(Model, Gpt2InitStatistics) {
   EXPECT_NEAR(p["transformer.h.3.mlp.c_proj.weight"].std().item<double>(), 0.02 / std::sqrt(16.0), 0.0005);
   EXPECT_EQ(p["transformer.h.3.attn.c_attn.bias"].abs().max().item<float>(), 0.0f);
   EXPECT_EQ(p["transformer.h.3.ln_1.weight"].min().item<float>(), 1.0f);
+
+  c.init_std = 0.1;
+  auto q = initialised(c)->named_parameters();
+  EXPECT_NEAR(q["transformer.h.3.mlp.c_fc.weight"].std().item<double>(), 0.1, 0.01);
+  EXPECT_NEAR(q["transformer.h.3.mlp.c_proj.weight"].std().item<double>(), 0.1 / std::sqrt(16.0), 0.0025);
 }
 
 TEST(Model, FutureTokensDoNotChangePastLogits) {

@@ -1,5 +1,6 @@
 #include "tools/html_report.h"
 
+#include <cstdint>
 #include <stdexcept>
 
 namespace tinylm {

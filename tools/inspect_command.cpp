@@ -6,6 +6,7 @@
 // self-contained HTML report (which holds every view).
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>

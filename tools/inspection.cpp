@@ -1,6 +1,8 @@
 #include "tools/inspection.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <spdlog/spdlog.h>

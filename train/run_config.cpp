@@ -80,6 +80,7 @@ const std::vector<Field>& schema() {
       field("model.pos_encoding", &RunConfig::model, &ModelConfig::pos_encoding),
       field("model.tie_weights", &RunConfig::model, &ModelConfig::tie_weights),
       field("model.attn_only", &RunConfig::model, &ModelConfig::attn_only),
+      field("model.init_std", &RunConfig::model, &ModelConfig::init_std),
       field("data.source", &RunConfig::data, &DataConfig::source),
       field("data.path", &RunConfig::data, &DataConfig::path),
       field("data.synthetic_size", &RunConfig::data, &DataConfig::synthetic_size),

@@ -165,8 +165,12 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
   auto train_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
   auto eval_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 2);
   auto probe_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 3);
-  const torch::Tensor probe = repeated_random_tokens(
-      kTrainingProbes, probe_half_length(config.model), tokenizer.vocab_size(), probe_rng);
+  // The probe needs R >= 2 (block_size >= 4); smaller models train without it.
+  const torch::Tensor probe =
+      probe_half_length(config.model) >= 2
+          ? repeated_random_tokens(kTrainingProbes, probe_half_length(config.model),
+                                   tokenizer.vocab_size(), probe_rng)
+          : torch::Tensor();
   GPT model(config.model);
   model->init_weights(init_rng);
   model->train();
@@ -219,17 +223,21 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
       const auto t_eval = Clock::now();
       const double train_loss = estimate_loss(model, data.train, t.eval_iters, eval_rng);
       val_loss = estimate_loss(model, data.val, t.eval_iters, eval_rng);
-      const json heads = probe_record(model, probe);
+      const json heads = probe.defined() ? probe_record(model, probe) : json();
       progress.clear();
       spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.2f} s)", step, train_loss,
                    val_loss, seconds_since(t_eval));
-      spdlog::info("  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
-                   "head {}, top induction head {}",
-                   heads["loss_second_half"].get<double>(), heads["loss_first_half"].get<double>(),
-                   top_head(heads["previous_token"]), top_head(heads["induction"]));
-      metrics.write({{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
+      json record = {{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
                      {"val_loss", val_loss}, {"lr", learning_rate_at(step, t)},
-                     {"elapsed_s", seconds_since(start)}, {"probe", heads}});
+                     {"elapsed_s", seconds_since(start)}};
+      if (probe.defined()) {
+        spdlog::info("  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
+                     "head {}, top induction head {}",
+                     heads["loss_second_half"].get<double>(), heads["loss_first_half"].get<double>(),
+                     top_head(heads["previous_token"]), top_head(heads["induction"]));
+        record["probe"] = heads;
+      }
+      metrics.write(record);
       state.last_eval_step = step;
       const bool improved = val_loss < state.best_val_loss;
       if (improved) state.best_val_loss = val_loss;

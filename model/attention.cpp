@@ -36,6 +36,8 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, int6
     : hook_q(hook_name(layer, "attn.hook_q")),
       hook_k(hook_name(layer, "attn.hook_k")),
       hook_v(hook_name(layer, "attn.hook_v")),
+      hook_rot_q(hook_name(layer, "attn.hook_rot_q")),
+      hook_rot_k(hook_name(layer, "attn.hook_rot_k")),
       hook_scores(hook_name(layer, "attn.hook_scores")),
       hook_pattern(hook_name(layer, "attn.hook_pattern")),
       hook_z(hook_name(layer, "attn.hook_z")),
@@ -46,6 +48,12 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, int6
       "c_attn", torch::nn::Linear(torch::nn::LinearOptions(C, 3 * C).bias(config.bias)));
   c_proj = register_module(
       "c_proj", torch::nn::Linear(torch::nn::LinearOptions(C, C).bias(config.bias)));
+  if (config.pos_encoding == "rope") {
+    const RopeTables tables = rope_tables(config.block_size, config.head_size());
+    // Buffers follow .to(device); checkpoints hold parameters only.
+    rope_.cos = register_buffer("rope_cos", tables.cos);
+    rope_.sin = register_buffer("rope_sin", tables.sin);
+  }
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
@@ -55,7 +63,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
     return t.view({B, T, n_head_, hs}).transpose(1, 2);
   };
   // The steps of attention() with a hook point after each.
-  const torch::Tensor q = hook_q(heads(qkv[0])), k = hook_k(heads(qkv[1])), v = hook_v(heads(qkv[2]));
+  torch::Tensor q = hook_q(heads(qkv[0])), k = hook_k(heads(qkv[1]));
+  const torch::Tensor v = hook_v(heads(qkv[2]));
+  if (rotary()) {
+    q = hook_rot_q(apply_rope(q, rope_));
+    k = hook_rot_k(apply_rope(k, rope_));
+  }
   const torch::Tensor scores = hook_scores(attention_scores(q, k, true));  // (B, nh, T, T)
   const torch::Tensor pattern = hook_pattern(torch::softmax(scores, -1));  // (B, nh, T, T)
   const torch::Tensor attended =

@@ -4,12 +4,14 @@
 // so that the scores and the pattern are real tensors one can read. Heads are computed in
 // one batched matmul; q, k and v come from one Linear (c_attn) stacked in that order.
 // Hook points (blocks.L.attn.*): hook_q, hook_k, hook_v (B, nh, T, hs), hook_scores and
-// hook_pattern (B, nh, T, T), hook_z (B, nh, T, hs).
+// hook_pattern (B, nh, T, T), hook_z (B, nh, T, hs); with rotary positions also
+// hook_rot_q and hook_rot_k (B, nh, T, hs), q and k after the rotation.
 
 #include <torch/torch.h>
 
 #include "model/config.h"
 #include "model/hook_point.h"
+#include "model/rope.h"
 
 namespace tinylm {
 
@@ -37,11 +39,15 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   torch::nn::Linear c_attn{nullptr};  // (3C, C): q, k, v
   torch::nn::Linear c_proj{nullptr};  // (C, C)
 
-  HookPoint hook_q, hook_k, hook_v, hook_scores, hook_pattern, hook_z;
+  HookPoint hook_q, hook_k, hook_v, hook_rot_q, hook_rot_k, hook_scores, hook_pattern, hook_z;
+
+  bool rotary() const { return rope_.cos.defined(); }
+  const RopeTables& rope() const { return rope_; }
 
  private:
   int64_t n_head_;
   double dropout_;
+  RopeTables rope_;  // pos_encoding = rope only
 };
 TORCH_MODULE(CausalSelfAttention);
 

@@ -45,9 +45,9 @@ torch::Tensor BlockImpl::forward(torch::Tensor x) {
 
 std::vector<HookPoint*> BlockImpl::hook_points() {
   // In the order the forward pass reaches them.
-  std::vector<HookPoint*> points = {&hook_resid_pre, &attn->hook_q,       &attn->hook_k,
-                                    &attn->hook_v,   &attn->hook_scores,  &attn->hook_pattern,
-                                    &attn->hook_z,   &hook_attn_out};
+  std::vector<HookPoint*> points = {&hook_resid_pre, &attn->hook_q, &attn->hook_k, &attn->hook_v};
+  if (attn->rotary()) points.insert(points.end(), {&attn->hook_rot_q, &attn->hook_rot_k});
+  points.insert(points.end(), {&attn->hook_scores, &attn->hook_pattern, &attn->hook_z, &hook_attn_out});
   if (mlp) {
     points.insert(points.end(), {&hook_resid_mid, &mlp->hook_pre, &mlp->hook_post,
                                  &hook_mlp_out});

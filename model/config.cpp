@@ -26,9 +26,13 @@ void ModelConfig::validate() const {
           "model.dropout must be in [0, 1) (got " + std::to_string(dropout) + ")");
   require(init_std > 0.0 && init_std <= 1.0,
           "model.init_std must be in (0, 1] (got " + std::to_string(init_std) + ")");
-  require(pos_encoding == "learned" || pos_encoding == "sinusoidal" || pos_encoding == "none",
-          "model.pos_encoding must be one of learned, sinusoidal, none (got \"" + pos_encoding +
-              "\")");
+  require(pos_encoding == "learned" || pos_encoding == "sinusoidal" || pos_encoding == "rope" ||
+              pos_encoding == "none",
+          "model.pos_encoding must be one of learned, sinusoidal, rope, none (got \"" +
+              pos_encoding + "\")");
+  require(pos_encoding != "rope" || (n_embd / n_head) % 2 == 0,
+          "model.n_embd / model.n_head (the head size) must be even for rope (got " +
+              std::to_string(n_embd / n_head) + ")");
   require(pos_encoding != "sinusoidal" || n_embd % 2 == 0,
           "model.n_embd must be even for sinusoidal positions (got " + std::to_string(n_embd) +
               ")");

@@ -15,7 +15,7 @@ struct ModelConfig {
   int64_t vocab_size = 0;  // set from the tokenizer
   double dropout = 0.0;
   bool bias = true;                        // biases in Linear and LayerNorm
-  std::string pos_encoding = "learned";    // learned | sinusoidal | none
+  std::string pos_encoding = "learned";    // learned | sinusoidal | rope | none
   bool tie_weights = true;                 // lm_head shares the token embedding
   bool attn_only = false;                  // blocks without ln_2 and MLP
   double init_std = 0.02;                  // std of the weights at init (GPT-2's 0.02)

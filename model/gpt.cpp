@@ -42,7 +42,7 @@ GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
     sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
   }
   hook_points_.push_back(&hook_embed_);
-  if (config_.pos_encoding != "none") hook_points_.push_back(&hook_pos_embed_);
+  if (positions(1).defined()) hook_points_.push_back(&hook_pos_embed_);
   for (auto& block : transformer->h) {
     for (HookPoint* point : block->hook_points()) hook_points_.push_back(point);
   }
@@ -78,7 +78,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
                                 std::to_string(config_.block_size));
   }
   torch::Tensor x = hook_embed_(transformer->wte(idx));  // (B, T, C)
-  if (config_.pos_encoding != "none") x = x + hook_pos_embed_(positions(T));  // (T, C) over B
+  if (const torch::Tensor p = positions(T); p.defined()) x = x + hook_pos_embed_(p);  // (T, C) over B
   if (is_training() && config_.dropout > 0.0) x = torch::dropout(x, config_.dropout, true);
   for (auto& block : transformer->h) x = block(x);
   x = hook_normalized_(transformer->ln_f(x));  // (B, T, C)

@@ -3,7 +3,7 @@
 // blocks -> ln_f -> lm_head (tied to the token embedding by default). Parameter names are
 // nanoGPT's (transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...), so a state
 // dict reads the same in both worlds. Knows nothing about files or tokenizers.
-// Hook points: hook_embed (B, T, C), hook_pos_embed (T, C) when there are positions, the
+// Hook points: hook_embed (B, T, C), hook_pos_embed (T, C) for learned and sinusoidal, the
 // blocks' (model/block.h, model/attention.h), and ln_f.hook_normalized (B, T, C).
 
 #include <map>
@@ -45,7 +45,7 @@ class GPTImpl : public torch::nn::Module {
 
   torch::Tensor forward(const torch::Tensor& idx);  // (B, T) int64 -> logits (B, T, V)
 
-  // The position table's first T rows (T, C); undefined when pos_encoding = none.
+  // The position table's first T rows (T, C); undefined for rope and none (nothing is added).
   torch::Tensor positions(int64_t T) const;
   // The unembedding (V, C): lm_head's weight, or the token embedding when tied.
   const torch::Tensor& unembedding() const;

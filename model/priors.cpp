@@ -38,6 +38,11 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
     if (positions.defined()) {
       const HeadProjections p = project(block, positions, nh);
       pos_scores.push_back(attention_scores(p.q, p.k, /*causal=*/true));  // (nh, P, P)
+    } else if (block->attn->rotary()) {
+      // Rotary positions: no content (x = 0, so q and k come from the biases), then rotated.
+      const HeadProjections p = project(block, torch::zeros({P, c.n_embd}), nh);
+      const RopeTables& rope = block->attn->rope();
+      pos_scores.push_back(attention_scores(apply_rope(p.q, rope), apply_rope(p.k, rope), true));
     }
     const HeadProjections e = project(block, embedding, nh);
     if (V <= max_vocab) tok_scores.push_back(attention_scores(e.q, e.k, /*causal=*/false));

@@ -64,7 +64,7 @@ TEST(RunConfig, OutOfRangeValuesAreErrors) {
   EXPECT_NE(load_error("[model]\nn_embd = 130\n").find("must be divisible by model.n_head"), std::string::npos);
   EXPECT_NE(load_error("[train]\nlearning_rate = -0.1\n").find("train.learning_rate must be > 0"), std::string::npos);
   EXPECT_NE(load_error("[data]\npath = \"c.txt\"\ntrain_fraction = 1.5\n").find("data.train_fraction must be in (0, 1)"), std::string::npos);
-  EXPECT_NE(load_error("[model]\npos_encoding = \"alibi\"\n").find("learned, sinusoidal, none"), std::string::npos);
+  EXPECT_NE(load_error("[model]\npos_encoding = \"alibi\"\n").find("learned, sinusoidal, rope, none"), std::string::npos);
   EXPECT_NE(load_error("[sample]\ntop_p = 0\n").find("sample.top_p"), std::string::npos);
 }
 

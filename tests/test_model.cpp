@@ -83,7 +83,7 @@ TEST(Model, Gpt2InitStatistics) {
 }
 
 TEST(Model, FutureTokensDoNotChangePastLogits) {
-  for (const std::string positions : {"learned", "sinusoidal", "none"}) {
+  for (const std::string positions : {"learned", "sinusoidal", "rope", "none"}) {
     GPT model = initialised(small_config(positions));
     torch::NoGradGuard no_grad;
     const torch::Tensor a = torch::tensor({{1, 2, 3, 4, 5, 6, 7, 8}}, torch::kInt64);

@@ -33,6 +33,7 @@ try {
   await page.goto(pathToFileURL(htmlPath).href);
   await page.waitForSelector("body[data-ready='1']", { timeout: 60000 });
   const renderMs = await page.getAttribute("body", "data-render-ms");
+  const readyMs = await page.getAttribute("body", "data-ready-ms");
 
   // L x nh heatmaps of the prompt.
   const { n_layer: L, n_head: H } = doc.model;
@@ -80,7 +81,7 @@ try {
   check(await page.locator("#training-charts svg").count() >= (doc.training ? 1 : 0), "training charts missing");
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
   failures.push(...errors);
-  console.log(`report rendered in ${renderMs} ms (${L} layers x ${H} heads, ${tokens.length} tokens)`);
+  console.log(`report drawn in ${renderMs} ms, ready ${readyMs} ms after navigation (${L} layers x ${H} heads, ${tokens.length} tokens)`);
 } finally {
   await browser.close();
 }

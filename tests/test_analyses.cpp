@@ -12,18 +12,12 @@
 #include "model/induction_probe.h"
 #include "model/logit_lens.h"
 #include "model/priors.h"
+#include "random_model.h"
 
 namespace tinylm {
 namespace {
 
-GPT random_model(const ModelConfig& c, uint64_t seed = 5) {
-  GPT model(c);
-  auto rng = at::make_generator<at::CPUGeneratorImpl>(seed);
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->parameters()) p.normal_(0.0, 0.3, rng);
-  model->eval();
-  return model;
-}
+using test::random_model;
 
 ModelConfig one_head(int64_t T, int64_t V) {
   ModelConfig c;

@@ -9,6 +9,7 @@
 #include "model/activation_cache.h"
 #include "model/attention.h"
 #include "model/gpt.h"
+#include "random_model.h"
 
 namespace tinylm {
 namespace {
@@ -21,15 +22,7 @@ ModelConfig hook_config() {
   return c;
 }
 
-// Every parameter random (biases and LayerNorm too), so no term hides behind a zero or a one.
-GPT random_model(const ModelConfig& c, uint64_t seed = 3) {
-  GPT model(c);
-  auto rng = at::make_generator<at::CPUGeneratorImpl>(seed);
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->parameters()) p.normal_(0.0, 0.3, rng);
-  model->eval();
-  return model;
-}
+using test::random_model;
 
 torch::Tensor some_tokens() {
   return torch::tensor({{1, 5, 2, 9, 5, 0}, {3, 3, 7, 10, 4, 1}}, torch::kInt64);  // (B, T)

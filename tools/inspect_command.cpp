@@ -210,7 +210,7 @@ std::function<int()> add_inspect_command(CLI::App& app) {
     InspectData data;
     torch::Tensor text_tokens;
     std::string prompt = args->prompt;
-    if (heads || ablate || prompt.empty()) {
+    if (heads || ablate || ((attention || lens) && prompt.empty())) {
       if (!args->text.empty()) {
         const std::vector<int64_t> ids = run.tokenizer.encode(read_corpus(args->text), args->text);
         text_tokens = torch::tensor(ids, torch::kInt64);
@@ -225,7 +225,7 @@ std::function<int()> add_inspect_command(CLI::App& app) {
         data.source = "the val split of " + describe_corpus(run.config);
       }
     }
-    if (prompt.empty() && attention) {
+    if (prompt.empty() && (attention || lens)) {
       prompt = default_prompt(run, text_tokens, std::min<int64_t>(mc.block_size, 128));
       out.notes.push_back("no --prompt: the attention maps show the first " +
                           std::to_string(run.tokenizer.encode(prompt).size()) + " tokens of " + data.source);

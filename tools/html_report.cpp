@@ -52,9 +52,10 @@ std::string html_report(const Inspection& inspection) {
   for (const Heatmaps& h : inspection.heatmaps) doc[h.where] = pack_heatmaps(h.values, h.unit);
   doc["notes"] = inspection.notes;
   std::string data = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  // Inside <script>, "</" could close the element early; "<\/" is the same JSON string.
-  for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3)) {
-    data.replace(at, 2, "<\\/");
+  // Inside <script>, "</script" or "<!--" in a token or a path would end or confuse the
+  // element; "<" occurs only inside JSON strings, where \u003c is the same character.
+  for (size_t at = data.find('<'); at != std::string::npos; at = data.find('<', at + 6)) {
+    data.replace(at, 1, "\\u003c");
   }
   const std::string page = kReportTemplate;
   const std::string marker = "__TINYLM_DATA__";

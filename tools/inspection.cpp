@@ -200,7 +200,11 @@ void add_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt, 
 }
 
 void add_training(Inspection& out, const fs::path& run_dir) {
-  const fs::path path = run_dir / "metrics.jsonl";
+  // best/ has no metrics.jsonl of its own: its run's is one level up.
+  fs::path dir = fs::absolute(run_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "runs/x/best/"
+  fs::path path = dir / "metrics.jsonl";
+  if (!fs::exists(path) && dir.filename() == "best") path = dir.parent_path() / "metrics.jsonl";
   std::ifstream in(path);
   if (!in) {
     out.notes.push_back("no metrics.jsonl in " + run_dir.string() + ": the report has no training curves");

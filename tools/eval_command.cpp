@@ -7,7 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "data/batches.h"
 #include "data/corpus.h"
 #include "model/ablation.h"
 #include "tools/commands.h"
@@ -39,14 +38,10 @@ std::function<int()> add_eval_command(CLI::App& app) {
     LoadedRun run = load_run(args->run);
     const std::vector<HookHandle> ablation = ablate_from_flag(run.model, ablated);
     std::string source;
-    std::vector<int64_t> ids;
-    if (!args->text.empty()) {
-      source = args->text;
-      ids = run.tokenizer.encode(read_corpus(args->text), args->text);
-    } else {
-    }
     torch::Tensor tokens;
     if (!args->text.empty()) {
+      source = args->text;
+      std::vector<int64_t> ids = run.tokenizer.encode(read_corpus(args->text), args->text);
       tokens = torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
     } else {
       source = args->split + " split of " + describe_corpus(run.config);

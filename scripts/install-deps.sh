@@ -12,7 +12,7 @@ packages=(
   libgtest-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   python3 python3-numpy
-  chromium
+  chromium fonts-liberation   # headless Chromium for the report test; a font to draw labels
 )
 # Node.js may come from elsewhere (this machine kind ships v20); Debian's is the fallback.
 command -v node > /dev/null && command -v npm > /dev/null || packages+=(nodejs npm)

@@ -23,12 +23,13 @@ torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, b
 }
 
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                          bool causal, double dropout, bool training) {
-  torch::Tensor scores = attention_scores(q, k, causal);  // (B, nh, T, T)
-  torch::Tensor pattern = torch::softmax(scores, -1);  // (B, nh, T, T)
+                          bool causal, double dropout, bool training, const AttentionHooks& hooks) {
+  const auto hooked = [](const HookPoint* point, torch::Tensor x) { return point ? (*point)(x) : x; };
+  torch::Tensor scores = hooked(hooks.scores, attention_scores(q, k, causal));  // (B, nh, T, T)
+  torch::Tensor pattern = hooked(hooks.pattern, torch::softmax(scores, -1));     // (B, nh, T, T)
   torch::Tensor attended = pattern;
   if (training && dropout > 0.0) attended = torch::dropout(pattern, dropout, true);
-  torch::Tensor z = batched_matmul(attended, v);  // (B, nh, T, hs)
+  torch::Tensor z = hooked(hooks.z, batched_matmul(attended, v));  // (B, nh, T, hs)
   return {scores, pattern, z};
 }
 
@@ -62,18 +63,14 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   const auto heads = [&](const torch::Tensor& t) {                // (B, nh, T, hs)
     return t.view({B, T, n_head_, hs}).transpose(1, 2);
   };
-  // The steps of attention() with a hook point after each.
   torch::Tensor q = hook_q(heads(qkv[0])), k = hook_k(heads(qkv[1]));
   const torch::Tensor v = hook_v(heads(qkv[2]));
   if (rotary()) {
     q = hook_rot_q(apply_rope(q, rope_));
     k = hook_rot_k(apply_rope(k, rope_));
   }
-  const torch::Tensor scores = hook_scores(attention_scores(q, k, true));  // (B, nh, T, T)
-  const torch::Tensor pattern = hook_pattern(torch::softmax(scores, -1));  // (B, nh, T, T)
-  const torch::Tensor attended =
-      is_training() && dropout_ > 0.0 ? torch::dropout(pattern, dropout_, true) : pattern;
-  const torch::Tensor z = hook_z(batched_matmul(attended, v));  // (B, nh, T, hs)
+  const torch::Tensor z =
+      attention(q, k, v, true, dropout_, is_training(), {&hook_scores, &hook_pattern, &hook_z}).z;
   torch::Tensor y = z.transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
   y = c_proj(y);
   if (is_training() && dropout_ > 0.0) y = torch::dropout(y, dropout_, true);

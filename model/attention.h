@@ -24,10 +24,19 @@ struct AttentionResult {
 // Q K^T / sqrt(d_k) + M for q, k (B, nh, T, hs) -> (B, nh, T, T); M only with `causal`.
 torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal);
 
+// Hook points to pass the scores, the pattern and z through, each optional: the module's
+// forward pass is this same function with its hooks.
+struct AttentionHooks {
+  const HookPoint* scores = nullptr;
+  const HookPoint* pattern = nullptr;
+  const HookPoint* z = nullptr;
+};
+
 // q, k, v: (B, nh, T, hs). With `causal`, position i sees positions j <= i only.
 // Dropout on the pattern applies only when `training` and dropout > 0.
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                          bool causal, double dropout = 0.0, bool training = false);
+                          bool causal, double dropout = 0.0, bool training = false,
+                          const AttentionHooks& hooks = {});
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
  public:

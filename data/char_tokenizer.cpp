@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/atomic_file.h"
+#include "data/fingerprint.h"
 #include "data/utf8.h"
 
 namespace tinylm {
@@ -100,11 +102,8 @@ std::vector<int64_t> CharTokenizer::encode(std::string_view text, std::string_vi
   return ids;
 }
 
-std::string CharTokenizer::decode_one(int64_t id) const {
-  if (id < 0 || id >= vocab_size()) {
-    throw std::runtime_error("token id " + std::to_string(id) + " is outside the vocabulary of " +
-                             std::to_string(vocab_.size()));
-  }
+std::string CharTokenizer::token_bytes(int64_t id) const {
+  check_id(id);
   std::string s;
   append_utf8(s, vocab_[static_cast<size_t>(id)]);
   return s;
@@ -113,8 +112,18 @@ std::string CharTokenizer::decode_one(int64_t id) const {
 std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
   std::string out;
   out.reserve(ids.size());
-  for (int64_t id : ids) out += decode_one(id);
+  for (int64_t id : ids) out += token_bytes(id);
   return out;
+}
+
+void CharTokenizer::save(const std::filesystem::path& dir) const {
+  write_file_atomic(dir / "tokenizer.json", to_json().dump() + "\n");
+}
+
+uint64_t CharTokenizer::fingerprint() const { return Fingerprint().add(to_json().dump()).value(); }
+
+std::string CharTokenizer::describe() const {
+  return "characters, " + std::to_string(vocab_.size()) + " ids";
 }
 
 }  // namespace tinylm

@@ -11,9 +11,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/tokenizer.h"
+
 namespace tinylm {
 
-class CharTokenizer {
+class CharTokenizer : public Tokenizer {
  public:
   // The vocabulary must be non-empty, strictly increasing, and valid code points.
   explicit CharTokenizer(std::vector<char32_t> vocab);
@@ -25,13 +27,17 @@ class CharTokenizer {
   static CharTokenizer from_json(const nlohmann::json& doc, std::string_view source);
   nlohmann::json to_json() const;
 
-  int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
+  std::string kind() const override { return "char"; }
+  int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
   const std::vector<char32_t>& vocab() const { return vocab_; }
 
-  // `source` names the text in errors ("the prompt", a file path).
-  std::vector<int64_t> encode(std::string_view text, std::string_view source = "the text") const;
-  std::string decode(const std::vector<int64_t>& ids) const;
-  std::string decode_one(int64_t id) const;
+  std::vector<int64_t> encode(std::string_view text,
+                              std::string_view source = "the text") const override;
+  std::string decode(const std::vector<int64_t>& ids) const override;
+  std::string token_bytes(int64_t id) const override;
+  void save(const std::filesystem::path& dir) const override;
+  uint64_t fingerprint() const override;
+  std::string describe() const override;
 
  private:
   std::vector<char32_t> vocab_;

@@ -1,10 +1,13 @@
 #include "data/corpus.h"
 
 #include <algorithm>
-#include <fstream>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
+
+#include "data/fingerprint.h"
 #include "data/utf8.h"
 
 namespace tinylm {
@@ -41,16 +44,105 @@ std::string read_file(const fs::path& path) {
 
 std::string read_corpus(const fs::path& path) {
   std::string text;
-  for (const auto& file : corpus_files(path)) {
-    std::string part = read_file(file);
-    const size_t bad = find_invalid_utf8(part);
-    if (bad != std::string::npos) {
-      decode_utf8(part, file.string());  // throws the detailed message
-    }
-    text += part;
-  }
+  CorpusReader reader(corpus_files(path), size_t{1} << 24);
+  CorpusReader::Chunk chunk;
+  while (reader.next(chunk)) text += chunk.text;
   if (text.empty()) throw std::runtime_error("corpus " + path.string() + " is empty");
   return text;
+}
+
+uint64_t fingerprint_files(const std::vector<fs::path>& files) {
+  Fingerprint fingerprint;
+  std::string buffer(size_t{1} << 20, '\0');
+  for (const fs::path& file : files) {
+    fingerprint.add_field(file.filename().string());
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open " + file.string());
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      fingerprint.add(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
+    }
+    if (in.bad()) throw std::runtime_error("cannot read " + file.string());
+    fingerprint.add("\n--\n");
+  }
+  return fingerprint.value();
+}
+
+CorpusReader::CorpusReader(std::vector<fs::path> files, size_t chunk_bytes)
+    : files_(std::move(files)), chunk_bytes_(std::max<size_t>(chunk_bytes, 64)) {
+  for (const fs::path& file : files_) {
+    std::error_code ec;
+    const uint64_t size = fs::file_size(file, ec);
+    if (ec) throw std::runtime_error("cannot read " + file.string() + ": " + ec.message());
+    total_bytes_ += size;
+  }
+}
+
+bool CorpusReader::open_next_file() {
+  while (next_file_ < files_.size()) {
+    file_ = files_[next_file_++];
+    in_ = std::ifstream(file_, std::ios::binary);
+    if (!in_) throw std::runtime_error("cannot open " + file_.string());
+    file_offset_ = 0;
+    carry_.clear();
+    if (in_.peek() == std::ifstream::traits_type::eof()) {
+      if (files_.size() > 1) spdlog::warn("skipping {}: the file is empty", file_.string());
+      continue;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool CorpusReader::next(Chunk& chunk) {
+  if (!in_.is_open() || (carry_.empty() && in_.peek() == std::ifstream::traits_type::eof())) {
+    if (!open_next_file()) return false;
+  }
+  std::string text = std::move(carry_);
+  carry_.clear();
+  // Read until the chunk holds a line end past the target size, or the file ends.
+  while (true) {
+    const size_t have = text.size();
+    text.resize(have + chunk_bytes_);
+    in_.read(text.data() + have, static_cast<std::streamsize>(chunk_bytes_));
+    text.resize(have + static_cast<size_t>(in_.gcount()));
+    if (in_.bad()) throw std::runtime_error("cannot read " + file_.string());
+    if (in_.eof()) break;
+    const size_t newline = text.rfind('\n');
+    if (newline != std::string::npos) {
+      carry_ = text.substr(newline + 1);
+      text.resize(newline + 1);
+      break;
+    }
+    if (text.size() >= 16 * chunk_bytes_) {  // one enormous line: cut at a character boundary
+      size_t cut = text.size();
+      while (cut > 0 && (static_cast<unsigned char>(text[cut - 1]) & 0xC0) == 0x80) --cut;
+      if (cut > 0 && static_cast<unsigned char>(text[cut - 1]) >= 0xC0) --cut;
+      carry_ = text.substr(cut);
+      text.resize(cut);
+      if (!warned_long_line_) {
+        spdlog::warn("{} has a line longer than {} MB; it is read in pieces cut between characters",
+                     file_.string(), 16 * chunk_bytes_ >> 20);
+        warned_long_line_ = true;
+      }
+      break;
+    }
+  }
+  const size_t bad = find_invalid_utf8(text);
+  if (bad != std::string::npos) {
+    // The message from the decoder, with the offset in the file rather than in the chunk.
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
+    throw std::runtime_error(file_.string() + " is not valid UTF-8: bad byte " + byte +
+                             " at byte offset " + std::to_string(file_offset_ + bad) +
+                             " (the corpus must be UTF-8 text; convert it, e.g. with iconv)");
+  }
+  chunk.text = std::move(text);
+  chunk.file = file_;
+  chunk.offset = file_offset_;
+  file_offset_ += chunk.text.size();
+  bytes_read_ += chunk.text.size();
+  return true;
 }
 
 }  // namespace tinylm

@@ -1,9 +1,12 @@
 #pragma once
 // The training text: one UTF-8 file, or every *.txt file under a directory (recursively,
 // in sorted path order, concatenated as they are). Validated as UTF-8 on read; an error
-// names the file and the byte offset. Knows nothing about tokens.
+// names the file and the byte offset. Empty files in a directory are skipped with a
+// warning that names them. Knows nothing about tokens.
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,5 +20,39 @@ std::string read_corpus(const std::filesystem::path& path);
 
 // Reads one file whole; throws with the path if it cannot be read.
 std::string read_file(const std::filesystem::path& path);
+
+// A hash of the files' names and contents, read in pieces.
+uint64_t fingerprint_files(const std::vector<std::filesystem::path>& files);
+
+// Reads files in chunks of about `chunk_bytes` that end just after a '\n' (or at the end of
+// a file), so memory stays bounded however large the corpus. A line longer than 16 chunks
+// is cut at a character boundary, with a warning. Every chunk is validated as UTF-8.
+class CorpusReader {
+ public:
+  struct Chunk {
+    std::string text;
+    std::filesystem::path file;
+    uint64_t offset = 0;  // of text[0] in the file
+  };
+
+  CorpusReader(std::vector<std::filesystem::path> files, size_t chunk_bytes);
+  // False when every file is read.
+  bool next(Chunk& chunk);
+  uint64_t total_bytes() const { return total_bytes_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+
+ private:
+  bool open_next_file();
+  std::vector<std::filesystem::path> files_;
+  size_t chunk_bytes_;
+  size_t next_file_ = 0;
+  std::ifstream in_;
+  std::filesystem::path file_;
+  uint64_t file_offset_ = 0;
+  std::string carry_;  // the unfinished line at the end of the last read
+  uint64_t total_bytes_ = 0;
+  uint64_t bytes_read_ = 0;
+  bool warned_long_line_ = false;
+};
 
 }  // namespace tinylm

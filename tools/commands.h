@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "model/ablation.h"
+#include "train/run_config.h"
 
 namespace tinylm {
 
@@ -20,6 +21,15 @@ std::function<int()> add_train_command(CLI::App& app);
 std::function<int()> add_sample_command(CLI::App& app);
 std::function<int()> add_eval_command(CLI::App& app);
 std::function<int()> add_inspect_command(CLI::App& app);
+std::function<int()> add_prepare_command(CLI::App& app);
+
+// CLI11's leftover arguments (--section.key=value or --section.key value) as overrides.
+std::vector<std::string> parse_overrides(const std::vector<std::string>& extras);
+
+// The config at `path` with `overrides` applied (a bad one is a UsageError); with
+// `resolve_paths`, relative paths from overrides become absolute.
+RunConfig load_config_with_overrides(const std::filesystem::path& path,
+                                     const std::vector<std::string>& overrides, bool resolve_paths);
 
 // --ablate L.H[,L.H...] of eval and sample: parsed (a UsageError when malformed), then
 // checked against the model (a runtime error naming the valid ranges) and hooked in.

@@ -19,7 +19,7 @@
 #include "tools/commands.h"
 #include "tools/html_report.h"
 #include "tools/inspection.h"
-#include "train/atomic_file.h"
+#include "data/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/run_corpus.h"
 
@@ -32,7 +32,7 @@ namespace {
 // The first `n` tokens of the val split as text: the prompt when the user gives none.
 std::string default_prompt(const LoadedRun& run, const torch::Tensor& val, int64_t n) {
   std::vector<int64_t> ids(val.data_ptr<int64_t>(), val.data_ptr<int64_t>() + std::min(n, val.numel()));
-  return run.tokenizer.decode(ids);
+  return run.tokenizer->decode(ids);
 }
 
 // N random windows of T + 1 tokens (T = block_size, or less for a short text).
@@ -212,12 +212,15 @@ std::function<int()> add_inspect_command(CLI::App& app) {
     std::string prompt = args->prompt;
     if (heads || ablate || ((attention || lens) && prompt.empty())) {
       if (!args->text.empty()) {
-        const std::vector<int64_t> ids = run.tokenizer.encode(read_corpus(args->text), args->text);
-        text_tokens = torch::tensor(ids, torch::kInt64);
+        text_tokens = encode_in_memory(*run.tokenizer, read_corpus(args->text), args->text).tokens.to_tensor();
         data.source = args->text;
       } else {
         try {
-          text_tokens = run_split(run.config, run.tokenizer, "val");
+          RunDataOptions options;
+          options.tokenizer = run.tokenizer;
+          const TokenSequence val = load_run_data(run.config, options).val.tokens;
+          // Windows come from the first 4M tokens: plenty, and a bounded copy.
+          text_tokens = val.slice(0, std::min<int64_t>(val.size(), int64_t{1} << 22)).to_tensor();
         } catch (const std::runtime_error& e) {
           throw std::runtime_error(std::string(e.what()) + " (the run's config.toml in " + args->run +
                                    "); pass --text FILE to inspect on another text");
@@ -228,7 +231,7 @@ std::function<int()> add_inspect_command(CLI::App& app) {
     if (prompt.empty() && (attention || lens)) {
       prompt = default_prompt(run, text_tokens, std::min<int64_t>(mc.block_size, 128));
       out.notes.push_back("no --prompt: the attention maps show the first " +
-                          std::to_string(run.tokenizer.encode(prompt).size()) + " tokens of " + data.source);
+                          std::to_string(run.tokenizer->encode(prompt).size()) + " tokens of " + data.source);
     }
     if (heads || ablate) {
       auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args->seed));

@@ -46,14 +46,14 @@ json strongest(const torch::Tensor& t) {
   return {{"layer", i / t.size(1)}, {"head", i % t.size(1)}, {"score", rounded(flat[i].item<double>(), 6)}};
 }
 
-json token_labels(const CharTokenizer& tokenizer, const torch::Tensor& ids) {
+json token_labels(const Tokenizer& tokenizer, const torch::Tensor& ids) {
   json tokens = json::array();
-  for (int64_t i = 0; i < ids.numel(); ++i) tokens.push_back(tokenizer.decode_one(ids[i].item<int64_t>()));
+  for (int64_t i = 0; i < ids.numel(); ++i) tokens.push_back(tokenizer.token_label(ids[i].item<int64_t>()));
   return tokens;
 }
 
 torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::string& prompt) {
-  std::vector<int64_t> ids = run.tokenizer.encode(prompt, "the prompt");
+  std::vector<int64_t> ids = run.tokenizer->encode(prompt, "the prompt");
   const size_t T = static_cast<size_t>(run.model->config().block_size);
   if (ids.empty()) throw std::invalid_argument("the prompt is empty");
   if (ids.size() > T) {
@@ -92,7 +92,7 @@ void add_run_summary(Inspection& out, const fs::path& run_dir, const LoadedRun& 
   out.doc["format"] = "tinylm-inspect/1";
   out.doc["run"] = fs::absolute(run_dir).lexically_normal().string();
   out.doc["model"] = model_config_to_json(run.model->config());
-  out.doc["vocab"] = token_labels(run.tokenizer, torch::arange(run.tokenizer.vocab_size()));
+  out.doc["vocab"] = token_labels(*run.tokenizer, torch::arange(run.tokenizer->vocab_size()));
   out.doc["step"] = nullptr;
   if (fs::is_regular_file(run_dir / "state.json")) {
     out.doc["step"] = load_training_state(run_dir).step;
@@ -105,7 +105,7 @@ void add_attention(Inspection& out, LoadedRun& run, const std::string& prompt) {
   const CachedRun cached = run_with_cache(run.model, tokens, names_ending_with("attn.hook_pattern"));
   std::vector<torch::Tensor> layers;
   for (int64_t l = 0; l < L; ++l) layers.push_back(cached.cache.at(hook_name(l, "attn.hook_pattern"))[0]);
-  out.doc["attention"] = {{"tokens", token_labels(run.tokenizer, tokens[0])},
+  out.doc["attention"] = {{"tokens", token_labels(*run.tokenizer, tokens[0])},
                           {"ids", tensor_to_json(tokens[0], 0)},
                           {"patterns", nullptr}};
   out.heatmaps.push_back({json::json_pointer("/attention/patterns"), torch::stack(layers), true});
@@ -189,14 +189,14 @@ void add_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt, 
     for (int64_t t = 0; t < tokens.size(1); ++t) {
       json top = json::array();
       for (int64_t j = 0; j < lens.top_ids.size(2); ++j) {
-        top.push_back({{"token", run.tokenizer.decode_one(lens.top_ids[s][t][j].item<int64_t>())},
+        top.push_back({{"token", run.tokenizer->token_label(lens.top_ids[s][t][j].item<int64_t>())},
                        {"p", rounded(lens.top_probs[s][t][j].item<double>(), 4)}});
       }
       positions.push_back(top);
     }
     stages.push_back({{"name", lens.stages[s]}, {"top", positions}});
   }
-  out.doc["logit_lens"] = {{"tokens", token_labels(run.tokenizer, tokens[0])}, {"k", k}, {"stages", stages}};
+  out.doc["logit_lens"] = {{"tokens", token_labels(*run.tokenizer, tokens[0])}, {"k", k}, {"stages", stages}};
 }
 
 void add_training(Inspection& out, const fs::path& run_dir) {

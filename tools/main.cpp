@@ -43,6 +43,44 @@ std::vector<HookHandle> ablate_from_flag(GPT& model, const std::vector<HeadRef>&
   return zero_ablate(model, heads);
 }
 
+std::vector<std::string> parse_overrides(const std::vector<std::string>& extras) {
+  std::vector<std::string> overrides;
+  for (size_t i = 0; i < extras.size(); ++i) {
+    const std::string& arg = extras[i];
+    if (arg.rfind("--", 0) != 0 || arg.find('.') == std::string::npos) {
+      throw UsageError("unexpected argument " + arg +
+                       " (config overrides look like --train.max_iters=100)");
+    }
+    std::string item = arg.substr(2);
+    if (item.find('=') == std::string::npos) {
+      if (i + 1 >= extras.size()) throw UsageError("override " + arg + " needs a value");
+      item += "=" + extras[++i];
+    }
+    overrides.push_back(item);
+  }
+  return overrides;
+}
+
+RunConfig load_config_with_overrides(const std::filesystem::path& path,
+                                     const std::vector<std::string>& overrides, bool resolve_paths) {
+  RunConfig config = load_run_config(path);
+  try {
+    apply_overrides(config, overrides);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (resolve_paths) {
+    // Paths given as overrides are relative to the working directory; keep them absolute,
+    // since sample and eval read them later from elsewhere.
+    for (std::string* p : {&config.data.path, &config.data.val_path, &config.data.tokenizer_model,
+                           &config.data.cache_dir}) {
+      std::error_code ec;
+      if (!p->empty()) *p = std::filesystem::absolute(*p, ec).lexically_normal().string();
+    }
+  }
+  return config;
+}
+
 }  // namespace tinylm
 
 int main(int argc, char** argv) {
@@ -62,6 +100,7 @@ int main(int argc, char** argv) {
   const auto sample = tinylm::add_sample_command(app);
   const auto eval = tinylm::add_eval_command(app);
   const auto inspect = tinylm::add_inspect_command(app);
+  const auto prepare = tinylm::add_prepare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -78,6 +117,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return train();
     if (app.got_subcommand("sample")) return sample();
     if (app.got_subcommand("inspect")) return inspect();
+    if (app.got_subcommand("prepare")) return prepare();
     return eval();
   } catch (const tinylm::UsageError& e) {
     std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());

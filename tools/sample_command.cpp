@@ -70,7 +70,7 @@ std::function<int()> add_sample_command(CLI::App& app) {
       throw UsageError(message);
     }
     if (s.prompt.empty()) throw UsageError("--prompt is empty; give at least one character");
-    const std::vector<int64_t> context = run.tokenizer.encode(s.prompt, "the prompt");
+    const std::vector<int64_t> context = run.tokenizer->encode(s.prompt, "the prompt");
     if (static_cast<int64_t>(context.size()) > run.model->config().block_size) {
       spdlog::info("the prompt has {} tokens; the model sees the last {} (block_size)",
                    context.size(), run.model->config().block_size);
@@ -86,7 +86,7 @@ std::function<int()> add_sample_command(CLI::App& app) {
     for (int64_t i = 0; i < s.num_samples; ++i) {
       std::fwrite(s.prompt.data(), 1, s.prompt.size(), stdout);
       generate(run.model, context, s.max_new_tokens, options, rng, [&](int64_t id) {
-        const std::string piece = run.tokenizer.decode_one(id);
+        const std::string piece = run.tokenizer->token_bytes(id);
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
         ++generated;

@@ -25,25 +25,6 @@ extern "C" void on_stop_signal(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
-// Turns CLI11's leftover arguments into "section.key=value" overrides.
-std::vector<std::string> parse_overrides(const std::vector<std::string>& extras) {
-  std::vector<std::string> overrides;
-  for (size_t i = 0; i < extras.size(); ++i) {
-    const std::string& arg = extras[i];
-    if (arg.rfind("--", 0) != 0 || arg.find('.') == std::string::npos) {
-      throw UsageError("unexpected argument " + arg +
-                       " (config overrides look like --train.max_iters=100)");
-    }
-    std::string item = arg.substr(2);
-    if (item.find('=') == std::string::npos) {
-      if (i + 1 >= extras.size()) throw UsageError("override " + arg + " needs a value");
-      item += "=" + extras[++i];
-    }
-    overrides.push_back(item);
-  }
-  return overrides;
-}
-
 }  // namespace
 
 std::function<int()> add_train_command(CLI::App& app) {
@@ -71,22 +52,10 @@ std::function<int()> add_train_command(CLI::App& app) {
 
     // A new run takes the given config; a resumed one its own config.toml, so that the
     // model and data cannot silently change under it.
-    RunConfig config = load_run_config(args->resume && fs::exists(out / "config.toml")
-                                           ? out / "config.toml"
-                                           : fs::path(args->config_path));
-    try {
-      apply_overrides(config, overrides);
-      if (args->seed >= 0) config.train.seed = args->seed;
-      config.validate();
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    if (!args->resume && !config.data.path.empty()) {
-      // Resolve the corpus path now: sample and eval read it later from another directory.
-      std::error_code ec;
-      const fs::path absolute = fs::absolute(config.data.path, ec);
-      if (!ec) config.data.path = absolute.lexically_normal().string();
-    }
+    RunConfig config = load_config_with_overrides(
+        args->resume && fs::exists(out / "config.toml") ? out / "config.toml" : fs::path(args->config_path),
+        overrides, !args->resume);
+    if (args->seed >= 0) config.train.seed = args->seed;
 
     TrainOptions options;
     options.out_dir = out;

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus.h"
-#include "train/atomic_file.h"
+#include "data/atomic_file.h"
 #include "train/safetensors.h"
 
 namespace tinylm {
@@ -144,12 +144,12 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
   }
 }
 
-void save_checkpoint(const fs::path& dir, const RunConfig& config, const CharTokenizer& tokenizer,
+void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokenizer& tokenizer,
                      GPT& model, const torch::optim::AdamW& optimizer, const TrainingState& state) {
   fs::create_directories(dir);
   write_file_atomic(dir / "config.toml", to_toml(config));
   write_file_atomic(dir / "config.json", model_config_to_json(model->config()).dump(2) + "\n");
-  write_file_atomic(dir / "tokenizer.json", tokenizer.to_json().dump() + "\n");
+  tokenizer.save(dir);
   write_model(dir / "model.safetensors", model, state.step);
 
   NamedTensors moments;
@@ -172,12 +172,9 @@ void save_checkpoint(const fs::path& dir, const RunConfig& config, const CharTok
       {"threads", state.threads},
       {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng},
                {"torch_default", state.torch_rng}}},
+      {"data", {{"epoch", state.epoch.epoch}, {"epoch_position", state.epoch.position}}},
       {"versions", {{"tinylm", TINYLM_VERSION}, {"libtorch", TORCH_VERSION}}}};
   write_file_atomic(dir / "state.json", doc.dump(2) + "\n");
-}
-
-CharTokenizer load_tokenizer(const fs::path& dir) {
-  return CharTokenizer::from_json(read_json(dir / "tokenizer.json"), (dir / "tokenizer.json").string());
 }
 
 LoadedRun load_run(const fs::path& dir) {
@@ -196,11 +193,11 @@ LoadedRun load_run(const fs::path& dir) {
     throw std::runtime_error(dir.string() + ": config.toml and config.json disagree on the model");
   }
   config.model = model_config;
-  CharTokenizer tokenizer = load_tokenizer(dir);
-  if (tokenizer.vocab_size() != model_config.vocab_size) {
-    throw std::runtime_error(dir.string() + ": tokenizer.json has " +
-                             std::to_string(tokenizer.vocab_size()) +
-                             " entries but config.json says vocab_size " +
+  std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer(dir);
+  if (tokenizer->vocab_size() != model_config.vocab_size) {
+    throw std::runtime_error(dir.string() + ": its tokenizer has " +
+                             std::to_string(tokenizer->vocab_size()) +
+                             " ids but config.json says vocab_size " +
                              std::to_string(model_config.vocab_size));
   }
   GPT model(model_config);
@@ -253,6 +250,10 @@ TrainingState load_training_state(const fs::path& dir) {
     s.train_rng = doc.at("rng").at("train_batches").get<std::string>();
     s.eval_rng = doc.at("rng").at("eval_batches").get<std::string>();
     s.torch_rng = doc.at("rng").at("torch_default").get<std::string>();
+    if (doc.contains("data")) {  // runs from before epoch sampling have none
+      s.epoch.epoch = doc.at("data").at("epoch").get<int64_t>();
+      s.epoch.position = doc.at("data").at("epoch_position").get<int64_t>();
+    }
   } catch (const json::exception& e) {
     throw std::runtime_error(path.string() + " is malformed (" + e.what() + ")");
   }

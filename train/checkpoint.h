@@ -1,6 +1,7 @@
 #pragma once
 // The run directory: what a checkpoint writes and what sample/eval/resume read back.
-//   config.toml  config.json  tokenizer.json  model.safetensors  optimizer.safetensors
+//   config.toml  config.json  tokenizer.json (+ tokenizer.model)  model.safetensors
+//   optimizer.safetensors
 //   state.json   metrics.jsonl   best/ (the same files at the best val loss so far)
 // Every file is written atomically, state.json last; every read validates before it trusts
 // (names and shapes against config.json, the step recorded in each file against state.json).
@@ -13,7 +14,8 @@
 #include <nlohmann/json_fwd.hpp>
 #include <torch/torch.h>
 
-#include "data/char_tokenizer.h"
+#include "data/batches.h"
+#include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "train/run_config.h"
 
@@ -29,11 +31,12 @@ struct TrainingState {
   std::string train_rng;        // generator states, hex
   std::string eval_rng;
   std::string torch_rng;        // LibTorch's default generator (dropout draws from it)
+  EpochPosition epoch;          // where epoch sampling stands (data.sampling = "epoch")
 };
 
 struct LoadedRun {
   RunConfig config;
-  CharTokenizer tokenizer;
+  std::shared_ptr<const Tokenizer> tokenizer;
   GPT model;
 };
 
@@ -46,14 +49,11 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
 
 // Writes every file of a checkpoint into `dir` (created if needed), state.json last.
 void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
-                     const CharTokenizer& tokenizer, GPT& model,
+                     const Tokenizer& tokenizer, GPT& model,
                      const torch::optim::AdamW& optimizer, const TrainingState& state);
 
 // Copies model.safetensors into `model`; names, dtypes and shapes must agree exactly.
 void load_weights(const std::filesystem::path& path, GPT& model);
-
-// Reads and validates dir/tokenizer.json.
-CharTokenizer load_tokenizer(const std::filesystem::path& dir);
 
 // Loads config, tokenizer and weights for sample/eval; validates all of them.
 LoadedRun load_run(const std::filesystem::path& dir);

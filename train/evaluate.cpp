@@ -11,15 +11,13 @@ torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& 
 namespace {
 
 // Summed nats of one batch of equal-length windows starting at `starts`.
-double batch_nats(GPT& model, const torch::Tensor& tokens, const std::vector<int64_t>& starts,
+double batch_nats(GPT& model, const TokenSequence& tokens, const std::vector<int64_t>& starts,
                   int64_t T) {
-  std::vector<torch::Tensor> xs, ys;
-  for (int64_t s : starts) {
-    xs.push_back(tokens.slice(0, s, s + T));
-    ys.push_back(tokens.slice(0, s + 1, s + T + 1));
-  }
-  const torch::Tensor logits = model->forward(torch::stack(xs));  // (B, T, V)
-  const torch::Tensor targets = torch::stack(ys);                 // (B, T)
+  const auto B = static_cast<int64_t>(starts.size());
+  torch::Tensor windows = torch::empty({B, T + 1}, torch::kInt64);  // (B, T + 1)
+  for (int64_t b = 0; b < B; ++b) tokens.copy_to(starts[b], T + 1, windows[b].data_ptr<int64_t>());
+  const torch::Tensor logits = model->forward(windows.slice(1, 0, T));  // (B, T, V)
+  const torch::Tensor targets = windows.slice(1, 1, T + 1);              // (B, T)
   return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
                                    {}, at::Reduction::Sum)
       .item<double>();
@@ -27,10 +25,9 @@ double batch_nats(GPT& model, const torch::Tensor& tokens, const std::vector<int
 
 }  // namespace
 
-Score score_tokens(GPT& model, const torch::Tensor& tokens, int64_t windows_per_batch) {
-  const int64_t N = tokens.numel();
+Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch) {
+  const int64_t N = t.size();
   if (N < 2) throw std::invalid_argument("scoring needs at least 2 tokens (got " + std::to_string(N) + ")");
-  const torch::Tensor t = tokens.to(torch::kInt64).contiguous();
   const int64_t T = model->config().block_size;
   const int64_t predicted = N - 1, full = predicted / T, tail = predicted % T;
   const bool was_training = model->is_training();

@@ -18,8 +18,13 @@ struct Score {
   int64_t tokens = 0;  // tokens predicted (N - 1 for N tokens)
 };
 
-// tokens: (N,) int64 with N >= 2.
-Score score_tokens(GPT& model, const torch::Tensor& tokens, int64_t windows_per_batch = 32);
+// N >= 2 tokens.
+Score score_tokens(GPT& model, const TokenSequence& tokens, int64_t windows_per_batch = 32);
+
+// Bits per UTF-8 byte of a loss in nats per token, for text of `tokens_per_byte`.
+inline double bits_per_byte(double loss, double tokens_per_byte) {
+  return loss / 0.6931471805599453 * tokens_per_byte;
+}
 
 double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
                      torch::Generator& generator);

@@ -15,7 +15,7 @@
 namespace tinylm {
 namespace {
 
-using Value = std::variant<int64_t, double, bool, std::string>;
+using Value = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
 
 // One key of the schema: how to read it from TOML and write it back.
 struct Field {
@@ -52,9 +52,18 @@ T read_value(const toml::node& node, const std::string& name, const std::string&
     if (node.is_integer()) return static_cast<double>(node.as_integer()->get());
     if (!node.is_floating_point()) throw bad("a number");
     return node.as_floating_point()->get();
-  } else {
+  } else if constexpr (std::is_same_v<T, std::string>) {
     if (!node.is_string()) throw bad("a string");
     return node.as_string()->get();
+  } else {
+    const toml::array* array = node.as_array();
+    if (!array) throw bad("an array of strings");
+    std::vector<std::string> out;
+    for (const toml::node& item : *array) {
+      if (!item.is_string()) throw bad("an array of strings");
+      out.push_back(item.as_string()->get());
+    }
+    return out;
   }
 }
 
@@ -83,9 +92,18 @@ const std::vector<Field>& schema() {
       field("model.init_std", &RunConfig::model, &ModelConfig::init_std),
       field("data.source", &RunConfig::data, &DataConfig::source),
       field("data.path", &RunConfig::data, &DataConfig::path),
+      field("data.val_path", &RunConfig::data, &DataConfig::val_path),
       field("data.synthetic_size", &RunConfig::data, &DataConfig::synthetic_size),
       field("data.train_fraction", &RunConfig::data, &DataConfig::train_fraction),
       field("data.tokenizer", &RunConfig::data, &DataConfig::tokenizer),
+      field("data.tokenizer_model", &RunConfig::data, &DataConfig::tokenizer_model),
+      field("data.vocab_size", &RunConfig::data, &DataConfig::vocab_size),
+      field("data.model_type", &RunConfig::data, &DataConfig::model_type),
+      field("data.character_coverage", &RunConfig::data, &DataConfig::character_coverage),
+      field("data.byte_fallback", &RunConfig::data, &DataConfig::byte_fallback),
+      field("data.user_defined_symbols", &RunConfig::data, &DataConfig::user_defined_symbols),
+      field("data.sampling", &RunConfig::data, &DataConfig::sampling),
+      field("data.cache_dir", &RunConfig::data, &DataConfig::cache_dir),
       field("train.batch_size", &RunConfig::train, &TrainConfig::batch_size),
       field("train.gradient_accumulation_steps", &RunConfig::train,
             &TrainConfig::gradient_accumulation_steps),
@@ -188,8 +206,26 @@ void RunConfig::validate() const {
               std::to_string(data.synthetic_size) + ")");
   require(data.train_fraction > 0.0 && data.train_fraction < 1.0,
           "data.train_fraction must be in (0, 1) (got " + str(data.train_fraction) + ")");
-  require(data.tokenizer == "char",
-          "data.tokenizer must be \"char\" (got \"" + data.tokenizer + "\")");
+  require(data.tokenizer == "char" || data.tokenizer == "byte" || data.tokenizer == "sentencepiece",
+          "data.tokenizer must be \"char\", \"byte\" or \"sentencepiece\" (got \"" +
+              data.tokenizer + "\")");
+  require(data.tokenizer_model.empty() || data.tokenizer == "sentencepiece",
+          "data.tokenizer_model is set, so data.tokenizer must be \"sentencepiece\" (got \"" +
+              data.tokenizer + "\")");
+  require(data.vocab_size >= 8 && data.vocab_size <= 1000000,
+          "data.vocab_size must be in [8, 1000000] (got " + std::to_string(data.vocab_size) + ")");
+  require(data.model_type == "bpe" || data.model_type == "unigram",
+          "data.model_type must be \"bpe\" or \"unigram\" (got \"" + data.model_type + "\")");
+  require(data.character_coverage > 0.0 && data.character_coverage <= 1.0,
+          "data.character_coverage must be in (0, 1] (got " + str(data.character_coverage) + ")");
+  for (const std::string& symbol : data.user_defined_symbols) {
+    require(!symbol.empty() && symbol.find(',') == std::string::npos,
+            "data.user_defined_symbols: \"" + symbol + "\" must be non-empty and contain no comma");
+  }
+  require(data.sampling == "random" || data.sampling == "epoch",
+          "data.sampling must be \"random\" or \"epoch\" (got \"" + data.sampling + "\")");
+  require(data.source != "induction" || data.tokenizer != "sentencepiece",
+          "data.source = \"induction\" needs data.tokenizer = \"char\" or \"byte\"");
 
   const TrainConfig& t = train;
   require(t.batch_size >= 1, "train.batch_size must be >= 1 (got " + std::to_string(t.batch_size) + ")");
@@ -262,10 +298,23 @@ RunConfig load_run_config(const std::filesystem::path& path) {
       f->set(config, node, where);
     }
   }
-  // A relative corpus path is read from the config file's directory, so that a config works
-  // from any working directory.
-  if (!config.data.path.empty() && std::filesystem::path(config.data.path).is_relative()) {
-    config.data.path = (path.parent_path() / config.data.path).lexically_normal().string();
+  // Relative paths are read from the config file's directory, so that a config works from
+  // any working directory; they are kept absolute, since a run's config.toml lives elsewhere.
+  const auto resolve = [&](std::string& value) {
+    if (value.empty()) return;
+    std::filesystem::path p(value);
+    if (p.is_relative()) p = path.parent_path() / p;
+    std::error_code ec;
+    const std::filesystem::path absolute = std::filesystem::absolute(p, ec);
+    value = (ec ? p : absolute).lexically_normal().string();
+  };
+  resolve(config.data.path);
+  resolve(config.data.val_path);
+  resolve(config.data.tokenizer_model);
+  resolve(config.data.cache_dir);
+  if (config.data.cache_dir.empty()) {
+    config.data.cache_dir =
+        (std::filesystem::absolute("cache") / path.stem()).lexically_normal().string();
   }
   try {
     config.validate();
@@ -307,6 +356,9 @@ std::string to_toml(const RunConfig& config) {
     if (const auto* s = std::get_if<std::string>(&value)) return nlohmann::json(*s).dump();
     if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
     if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
+    if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
+      return nlohmann::json(*list).dump();  // a JSON array of strings is a TOML array
+    }
     const double d = std::get<double>(value);
     char text[32];
     for (int precision = 1; precision <= 17; ++precision) {  // shortest exact form

@@ -17,10 +17,19 @@ struct DataConfig {
   std::string source = "file";   // file: the text at `path`; induction: the synthetic corpus
                                  // of data/induction_corpus.h, generated from train.seed
   std::string path;              // a UTF-8 file or a directory of *.txt; in a config file,
-                                 // relative to that file's directory
+                                 // relative to that file's directory (so are the paths below)
+  std::string val_path;          // a separate validation corpus; empty: split `path`
   int64_t synthetic_size = 1000000;  // characters of a generated corpus
-  double train_fraction = 0.9;   // the first part trains, the rest validates
-  std::string tokenizer = "char";
+  double train_fraction = 0.9;   // the first part of the tokens trains, the rest validates
+  std::string tokenizer = "char";  // char | byte | sentencepiece
+  std::string tokenizer_model;   // an existing SentencePiece .model; empty: train one
+  int64_t vocab_size = 1024;     // SentencePiece training: pieces in the vocabulary
+  std::string model_type = "bpe";  // bpe | unigram
+  double character_coverage = 1.0;  // share of characters that get their own piece
+  bool byte_fallback = true;     // characters without a piece become UTF-8 byte pieces
+  std::vector<std::string> user_defined_symbols;  // kept whole, e.g. ["<|endoftext|>"]
+  std::string sampling = "random";  // random windows, or epoch: every window once per epoch
+  std::string cache_dir;         // token files; empty: cache/<config name> in the working dir
 };
 
 struct TrainConfig {

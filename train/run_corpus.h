@@ -1,24 +1,36 @@
 #pragma once
-// The text a run trains on, from a file or generated (data.source), and its splits as
-// tokens: one place for train, eval and inspect to get the same tokens.
+// The tokens a run trains and validates on, from its config: one place for prepare, train,
+// eval and inspect to get the same tokens. A file corpus goes through the token cache
+// (data/token_cache.h) in data.cache_dir; the synthetic induction corpus is generated and
+// tokenized in memory. The tokenizer is built here from the [data] settings: the character
+// set of the corpus, bytes, or SentencePiece trained on the train part of the text (or loaded
+// from data.tokenizer_model).
 
+#include <memory>
 #include <string>
 
-#include <torch/torch.h>
-
-#include "data/char_tokenizer.h"
+#include "data/token_sequence.h"
+#include "data/tokenizer.h"
 #include "train/run_config.h"
 
 namespace tinylm {
 
-// Throws std::runtime_error naming the corpus when it cannot be read.
-std::string read_run_corpus(const RunConfig& config);
+struct RunData {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  TokenSplit train;
+  TokenSplit val;
+};
+
+struct RunDataOptions {
+  // The run's own tokenizer (eval, inspect, resume): the tokens must come from it.
+  std::shared_ptr<const Tokenizer> tokenizer;
+  bool progress = true;  // a progress line while tokenizing, when stderr is a terminal
+};
+
+// Reuses the token cache when it is current, else rebuilds it (saying why).
+RunData load_run_data(const RunConfig& config, const RunDataOptions& options = {});
 
 // "data/corpora/x.txt", or "the synthetic induction corpus (1000000 characters)".
 std::string describe_corpus(const RunConfig& config);
-
-// The "train" or "val" split of the run's corpus as (N,) int64 tokens.
-torch::Tensor run_split(const RunConfig& config, const CharTokenizer& tokenizer,
-                        const std::string& split);
 
 }  // namespace tinylm

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/corpus.h"
-#include "train/atomic_file.h"
+#include "data/atomic_file.h"
 
 namespace tinylm {
 namespace {

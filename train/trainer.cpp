@@ -5,13 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "data/batches.h"
-#include "data/char_tokenizer.h"
 #include "model/gpt.h"
 #include "model/induction_probe.h"
 #include "train/checkpoint.h"
@@ -76,33 +76,26 @@ class MetricsLog {
 };
 
 struct TrainingData {
-  CharTokenizer tokenizer;
+  std::shared_ptr<const Tokenizer> tokenizer;
+  TokenSplit train_split, val_split;
   BatchSampler train;
   BatchSampler val;
 };
 
-// Text -> tokens -> splits -> random-window samplers. On resume the character set must be
-// the one the run was trained with.
-TrainingData load_training_data(const RunConfig& config, const fs::path* resumed_run) {
+// Text -> tokens (through the cache) -> random-window samplers. On resume the tokens must come
+// from the tokenizer the run was trained with.
+TrainingData load_training_data(const RunConfig& config, const fs::path* resumed_run, bool progress) {
   const auto start = Clock::now();
-  const std::string text = read_run_corpus(config);
-  const std::string source = describe_corpus(config);
-  CharTokenizer tokenizer = CharTokenizer::from_text(text);
-  if (resumed_run && load_tokenizer(*resumed_run).vocab() != tokenizer.vocab()) {
-    throw std::runtime_error("cannot resume: the corpus " + source +
-                             " now has a different character set than when " +
-                             resumed_run->string() + " was trained");
-  }
-  std::vector<int64_t> ids = tokenizer.encode(text, source);
-  const torch::Tensor tokens =
-      torch::from_blob(ids.data(), {static_cast<int64_t>(ids.size())}, torch::kInt64).clone();
-  const TokenSplits splits = split_tokens(tokens, config.data.train_fraction);
+  RunDataOptions options;
+  options.progress = progress;
+  if (resumed_run) options.tokenizer = load_tokenizer(*resumed_run);
+  RunData data = load_run_data(config, options);
   const int64_t T = config.model.block_size, B = config.train.batch_size;
-  spdlog::info("data: {} ({} train / {} val tokens, vocab {}) read in {:.2f} s", source,
-               splits.train.numel(), splits.val.numel(), tokenizer.vocab_size(),
-               seconds_since(start));
-  return {std::move(tokenizer), BatchSampler(splits.train, T, B, "train"),
-          BatchSampler(splits.val, T, B, "val")};
+  spdlog::info("data: {} ({} train / {} val tokens; {}; {:.2f} bytes/token) ready in {:.2f} s",
+               describe_corpus(config), data.train.tokens.size(), data.val.tokens.size(),
+               data.tokenizer->describe(), 1.0 / data.val.tokens_per_byte(), seconds_since(start));
+  return {data.tokenizer, data.train, data.val, BatchSampler(data.train.tokens, T, B, "train"),
+          BatchSampler(data.val.tokens, T, B, "val")};
 }
 
 // The heads' previous-token and induction scores on a fixed probe, and its two half losses,
@@ -155,8 +148,8 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
                              " is not a tinylm run directory (no state.json)");
   }
 
-  const TrainingData data = load_training_data(config, options.resume ? &out : nullptr);
-  const CharTokenizer& tokenizer = data.tokenizer;
+  const TrainingData data = load_training_data(config, options.resume ? &out : nullptr, options.progress);
+  const Tokenizer& tokenizer = *data.tokenizer;
   config.model.vocab_size = tokenizer.vocab_size();
 
   // Model, optimizer and every source of randomness, seeded apart.
@@ -192,6 +185,16 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
     }
     spdlog::info("resuming {} at step {} of {}", out.string(), state.step, t.max_iters);
   }
+  // Epoch sampling draws its windows in an order fixed by (seed, epoch); the checkpoint keeps
+  // its place in it.
+  std::optional<EpochSampler> epochs;
+  if (config.data.sampling == "epoch") {
+    epochs.emplace(data.train_split.tokens, config.model.block_size, t.batch_size, "train",
+                   static_cast<uint64_t>(t.seed) + 4);
+    if (options.resume) epochs->seek(state.epoch);
+    spdlog::info("epoch sampling: {} windows per epoch, at epoch {} window {}",
+                 epochs->windows_per_epoch(), epochs->position().epoch, epochs->position().position);
+  }
   fs::create_directories(out);
   MetricsLog metrics(out / "metrics.jsonl", state.metrics_bytes, options.resume);
   spdlog::info("model: {:.2f}M parameters ({} layers, {} heads, n_embd {}, block {}, {} positions)",
@@ -206,6 +209,7 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
     state.eval_rng = generator_state(eval_rng);
     auto default_rng = at::detail::getDefaultCPUGenerator();
     state.torch_rng = generator_state(default_rng);
+    if (epochs) state.epoch = epochs->position();
     save_checkpoint(dir, config, tokenizer, model, optimizer, state);
   };
 
@@ -225,11 +229,13 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
       val_loss = estimate_loss(model, data.val, t.eval_iters, eval_rng);
       const json heads = probe.defined() ? probe_record(model, probe) : json();
       progress.clear();
-      spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.2f} s)", step, train_loss,
-                   val_loss, seconds_since(t_eval));
+      const double train_bpb = bits_per_byte(train_loss, data.train_split.tokens_per_byte());
+      const double val_bpb = bits_per_byte(val_loss, data.val_split.tokens_per_byte());
+      spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.4f} bits/byte) ({:.2f} s)",
+                   step, train_loss, val_loss, val_bpb, seconds_since(t_eval));
       json record = {{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
-                     {"val_loss", val_loss}, {"lr", learning_rate_at(step, t)},
-                     {"elapsed_s", seconds_since(start)}};
+                     {"val_loss", val_loss}, {"train_bpb", train_bpb}, {"val_bpb", val_bpb},
+                     {"lr", learning_rate_at(step, t)}, {"elapsed_s", seconds_since(start)}};
       if (probe.defined()) {
         spdlog::info("  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
                      "head {}, top induction head {}",
@@ -251,7 +257,7 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
     for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
     double loss_sum = 0.0;
     for (int64_t micro = 0; micro < t.gradient_accumulation_steps; ++micro) {
-      const auto [x, y] = data.train.sample(train_rng);  // (B, T), (B, T)
+      const auto [x, y] = epochs ? epochs->next() : data.train.sample(train_rng);  // (B, T), (B, T)
       const torch::Tensor loss =
           next_token_loss(model->forward(x), y) / static_cast<double>(t.gradient_accumulation_steps);
       loss.backward();

@@ -1,0 +1,198 @@
+#include "data/token_cache.h"
+
+#include <cmath>
+#include <deque>
+#include <future>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "data/corpus.h"
+#include "data/fingerprint.h"
+#include "data/token_file.h"
+
+namespace tinylm {
+namespace fs = std::filesystem;
+
+namespace {
+
+// UTF-8 bytes each id stands for, to count the text behind a run of tokens.
+std::vector<uint32_t> byte_lengths(const Tokenizer& tokenizer) {
+  std::vector<uint32_t> lengths(static_cast<size_t>(tokenizer.vocab_size()));
+  for (int64_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    lengths[static_cast<size_t>(id)] = static_cast<uint32_t>(tokenizer.token_bytes(id).size());
+  }
+  return lengths;
+}
+
+uint64_t count_bytes(const std::vector<uint32_t>& lengths, const int64_t* ids, size_t count) {
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < count; ++i) bytes += lengths[static_cast<size_t>(ids[i])];
+  return bytes;
+}
+
+// Encodes `files` into `out` chunk by chunk, `threads` chunks at a time, in order.
+uint64_t encode_files(const std::vector<fs::path>& files, const Tokenizer& tokenizer,
+                      const TokenCacheSpec& spec, const std::vector<uint32_t>& lengths,
+                      TokenFileWriter& out, uint64_t& done_bytes, uint64_t total_bytes) {
+  CorpusReader reader(files, spec.chunk_bytes);
+  std::deque<std::future<std::vector<int64_t>>> pending;
+  uint64_t text_bytes = 0;
+  const auto write_oldest = [&] {
+    const std::vector<int64_t> ids = pending.front().get();
+    pending.pop_front();
+    out.append(ids.data(), ids.size());
+    text_bytes += count_bytes(lengths, ids.data(), ids.size());
+  };
+  CorpusReader::Chunk chunk;
+  uint64_t read_before = 0;
+  while (reader.next(chunk)) {
+    auto text = std::make_shared<const std::string>(std::move(chunk.text));
+    const std::string source = chunk.file.string() + " (from byte " + std::to_string(chunk.offset) + ")";
+    pending.push_back(std::async(std::launch::async, [&tokenizer, text, source] {
+      return tokenizer.encode(*text, source);
+    }));
+    if (pending.size() >= static_cast<size_t>(std::max(1, spec.threads))) write_oldest();
+    done_bytes += reader.bytes_read() - read_before;
+    read_before = reader.bytes_read();
+    if (spec.progress) spec.progress(done_bytes, total_bytes);
+  }
+  while (!pending.empty()) write_oldest();
+  return text_bytes;
+}
+
+uint64_t total_size(const std::vector<fs::path>& files) {
+  uint64_t bytes = 0;
+  for (const fs::path& file : files) bytes += fs::file_size(file);
+  return bytes;
+}
+
+std::string cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed, uint64_t source_fp,
+                          std::unique_ptr<Tokenizer>& cached) {
+  const fs::path train = spec.dir / "train.bin", val = spec.dir / "val.bin";
+  if (!fs::exists(train) || !fs::exists(val)) return "there is no token cache in " + spec.dir.string() + " yet";
+  TokenFileHeader headers[2];
+  try {
+    headers[0] = read_token_file_header(train);
+    headers[1] = read_token_file_header(val);
+    cached = load_tokenizer(spec.dir);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  for (const TokenFileHeader& h : headers) {
+    if (h.source_fingerprint != source_fp) {
+      return "the corpus or the data settings changed since " + spec.dir.string() + " was made";
+    }
+    if (h.tokenizer_fingerprint != cached->fingerprint() || h.vocab_size != static_cast<uint64_t>(cached->vocab_size())) {
+      return "the token files in " + spec.dir.string() + " were made with another tokenizer";
+    }
+  }
+  if (fixed && fixed->fingerprint() != cached->fingerprint()) {
+    return "the cache in " + spec.dir.string() + " was made with another tokenizer than this run's";
+  }
+  return "";
+}
+
+PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
+                       std::shared_ptr<const Tokenizer> tokenizer) {
+  const auto start = std::chrono::steady_clock::now();
+  fs::create_directories(spec.dir);
+  for (const auto& entry : fs::directory_iterator(spec.dir)) {  // left by a crash
+    if (entry.path().filename().string().find(".tmp-") != std::string::npos) fs::remove(entry.path());
+  }
+  fs::remove(spec.dir / "train.bin");  // no old file outlives a failed rebuild
+  fs::remove(spec.dir / "val.bin");
+  tokenizer->save(spec.dir);
+  const std::vector<uint32_t> lengths = byte_lengths(*tokenizer);
+  TokenFileHeader header;
+  header.token_width = token_width_for(tokenizer->vocab_size());
+  header.vocab_size = static_cast<uint64_t>(tokenizer->vocab_size());
+  header.tokenizer_fingerprint = tokenizer->fingerprint();
+  header.source_fingerprint = source_fp;
+  TokenFileWriter train(spec.dir / "train.bin", header);
+  TokenFileWriter val(spec.dir / "val.bin", header);
+
+  const uint64_t total = total_size(spec.train_files) + total_size(spec.val_files);
+  uint64_t done = 0;
+  uint64_t train_bytes = encode_files(spec.train_files, *tokenizer, spec, lengths, train, done, total);
+  uint64_t val_bytes = 0;
+  if (spec.val_files.empty()) {
+    const uint64_t n = train.count();
+    const auto n_train = static_cast<uint64_t>(spec.train_fraction * static_cast<double>(n));
+    std::vector<int64_t> block;
+    for (uint64_t at = n_train; at < n; at += block.size()) {
+      block.resize(std::min<uint64_t>(uint64_t{1} << 20, n - at));
+      train.read_back(at, block.size(), block.data());
+      val.append(block.data(), block.size());
+      val_bytes += count_bytes(lengths, block.data(), block.size());
+    }
+    train.truncate(n_train);
+    train_bytes -= val_bytes;
+  } else {
+    val_bytes = encode_files(spec.val_files, *tokenizer, spec, lengths, val, done, total);
+  }
+  if (train.count() == 0 || val.count() == 0) {
+    throw std::runtime_error(std::string("the corpus gives no ") + (train.count() == 0 ? "train" : "val") +
+                             " tokens: it is empty, or too small for data.train_fraction = " +
+                             std::to_string(spec.train_fraction));
+  }
+  val.commit(val_bytes);
+  train.commit(train_bytes);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  spdlog::info("prepared {}: {} train / {} val tokens from {:.1f} MB in {:.1f} s ({:.1f} MB/s, {:.2f} bytes/token)",
+               spec.dir.string(), train.count(), val.count(), static_cast<double>(total) / 1e6,
+               seconds, static_cast<double>(total) / 1e6 / std::max(seconds, 1e-9),
+               static_cast<double>(train_bytes + val_bytes) /
+                   static_cast<double>(train.count() + val.count()));
+  PreparedCorpus prepared;
+  prepared.tokenizer = std::move(tokenizer);
+  prepared.train = open_token_file(spec.dir / "train.bin").split();
+  prepared.val = open_token_file(spec.dir / "val.bin").split();
+  prepared.rebuilt = true;
+  return prepared;
+}
+
+}  // namespace
+
+uint64_t source_fingerprint(const TokenCacheSpec& spec) {
+  Fingerprint f;
+  f.add_field("tinylm token cache 1");
+  f.add_field(to_hex(spec.recipe_fingerprint));
+  f.add_field(to_hex(fingerprint_files(spec.train_files)));
+  if (spec.val_files.empty()) {
+    f.add_field("fraction " + std::to_string(spec.train_fraction));
+  } else {
+    f.add_field("val " + to_hex(fingerprint_files(spec.val_files)));
+  }
+  return f.value();
+}
+
+std::string token_cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed) {
+  std::unique_ptr<Tokenizer> cached;
+  return cache_problem(spec, fixed, source_fingerprint(spec), cached);
+}
+
+PreparedCorpus prepare_token_cache(const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
+                                   const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer) {
+  const uint64_t source_fp = source_fingerprint(spec);
+  std::unique_ptr<Tokenizer> cached;
+  const std::string problem = cache_problem(spec, fixed.get(), source_fp, cached);
+  if (problem.empty()) {
+    PreparedCorpus prepared;
+    prepared.tokenizer = fixed ? fixed : std::shared_ptr<const Tokenizer>(std::move(cached));
+    prepared.train = open_token_file(spec.dir / "train.bin").split();
+    prepared.val = open_token_file(spec.dir / "val.bin").split();
+    return prepared;
+  }
+  spdlog::info("tokenizing the corpus: {}", problem);
+  std::shared_ptr<const Tokenizer> tokenizer = fixed ? fixed : std::shared_ptr<const Tokenizer>(make_tokenizer());
+  return rebuild(spec, source_fp, std::move(tokenizer));
+}
+
+TokenSplit encode_in_memory(const Tokenizer& tokenizer, std::string_view text, std::string_view source) {
+  std::vector<int64_t> ids = tokenizer.encode(text, source);
+  const uint64_t bytes = count_bytes(byte_lengths(tokenizer), ids.data(), ids.size());
+  return {TokenSequence::from_ids(std::move(ids)), bytes};
+}
+
+}  // namespace tinylm

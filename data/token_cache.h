@@ -1,0 +1,57 @@
+#pragma once
+// `prepare`: a corpus tokenized once into a cache directory, read memory-mapped ever after.
+//   DIR/tokenizer.json (+ tokenizer.model)   the tokenizer that made the tokens
+//   DIR/train.bin  DIR/val.bin               token files (data/token_file.h)
+// The cache is reused only when both token files name the tokenizer in DIR and the
+// fingerprint of the sources and the recipe; anything else (a changed corpus, other
+// settings, another tokenizer, a damaged file) rebuilds it and says why. The corpus streams
+// through in chunks of whole lines, encoded on several threads, so memory stays bounded;
+// every file is written under a temporary name, so a crash or a full disk never leaves a
+// partial file that looks whole.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/token_sequence.h"
+#include "data/tokenizer.h"
+
+namespace tinylm {
+
+struct TokenCacheSpec {
+  std::filesystem::path dir;
+  std::vector<std::filesystem::path> train_files;
+  std::vector<std::filesystem::path> val_files;  // empty: the last part of the tokens validates
+  double train_fraction = 0.9;                   // of the tokens, when val_files is empty
+  uint64_t recipe_fingerprint = 0;  // the caller's settings that shape the tokens
+  size_t chunk_bytes = size_t{4} << 20;
+  int threads = 1;
+  // Called as the text is encoded: bytes done, bytes in all.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct PreparedCorpus {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  TokenSplit train;
+  TokenSplit val;
+  bool rebuilt = false;
+};
+
+// Reuses or rebuilds the cache. `make_tokenizer` runs only when a rebuild needs a tokenizer
+// and `fixed` is null; with `fixed`, the cache must have been made by that tokenizer.
+PreparedCorpus prepare_token_cache(const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
+                                   const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer);
+
+// Why the cache in spec.dir cannot be used as it is ("" when it can).
+std::string token_cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed);
+
+// The fingerprint of everything that shapes the tokens but the tokenizer.
+uint64_t source_fingerprint(const TokenCacheSpec& spec);
+
+// Encodes `text` in the same line-aligned way prepare does; for text held in memory.
+TokenSplit encode_in_memory(const Tokenizer& tokenizer, std::string_view text, std::string_view source);
+
+}  // namespace tinylm

@@ -1,0 +1,102 @@
+#include "data/tokenizer.h"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "data/atomic_file.h"
+#include "data/char_tokenizer.h"
+#include "data/corpus.h"
+#include "data/fingerprint.h"
+#include "data/sentencepiece_tokenizer.h"
+#include "data/utf8.h"
+
+namespace tinylm {
+namespace fs = std::filesystem;
+
+void Tokenizer::check_id(int64_t id) const {
+  if (id < 0 || id >= vocab_size()) {
+    throw std::runtime_error("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                             std::to_string(vocab_size()));
+  }
+}
+
+std::string Tokenizer::token_label(int64_t id) const {
+  const std::string bytes = token_bytes(id);
+  std::string label;
+  std::string_view rest = bytes;
+  while (!rest.empty()) {
+    const size_t bad = find_invalid_utf8(rest);
+    if (bad == std::string_view::npos) {
+      label += rest;
+      break;
+    }
+    label += rest.substr(0, bad);
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", static_cast<unsigned char>(rest[bad]));
+    label += hex;
+    rest.remove_prefix(bad + 1);
+  }
+  return label;
+}
+
+namespace {
+
+class ByteTokenizer : public Tokenizer {
+ public:
+  std::string kind() const override { return "byte"; }
+  int64_t vocab_size() const override { return 256; }
+  std::vector<int64_t> encode(std::string_view text, std::string_view) const override {
+    std::vector<int64_t> ids(text.size());
+    for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
+    return ids;
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::string text;
+    text.reserve(ids.size());
+    for (int64_t id : ids) text += token_bytes(id);
+    return text;
+  }
+  std::string token_bytes(int64_t id) const override {
+    check_id(id);
+    return std::string(1, static_cast<char>(id));
+  }
+  void save(const fs::path& dir) const override {
+    write_file_atomic(dir / "tokenizer.json", nlohmann::json{{"type", "byte"}}.dump() + "\n");
+  }
+  uint64_t fingerprint() const override { return Fingerprint().add("byte").value(); }
+  std::string describe() const override { return "bytes, 256 ids"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
+
+std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
+  const fs::path path = dir / "tokenizer.json";
+  if (!fs::exists(path)) throw std::runtime_error(path.string() + " is missing");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path.string() + " is not valid JSON (" + e.what() +
+                             "): the file is truncated or corrupted");
+  }
+  if (!doc.is_object() || !doc.contains("type") || !doc["type"].is_string()) {
+    throw std::runtime_error(path.string() + ": expected an object with a string \"type\"");
+  }
+  const std::string type = doc["type"];
+  if (type == "char") return std::make_unique<CharTokenizer>(CharTokenizer::from_json(doc, path.string()));
+  if (type == "byte") return make_byte_tokenizer();
+  if (type == "sentencepiece") {
+    const std::string model = doc.value("model", std::string("tokenizer.model"));
+    if (model.find('/') != std::string::npos) {
+      throw std::runtime_error(path.string() + ": \"model\" must name a file beside it");
+    }
+    return SentencePieceTokenizer::from_file(dir / model);
+  }
+  throw std::runtime_error(path.string() + ": tokenizer type \"" + type +
+                           "\" is not one of char, byte, sentencepiece");
+}
+
+}  // namespace tinylm

@@ -1,0 +1,58 @@
+#pragma once
+// Text <-> token ids. Three kinds, chosen by [data] tokenizer: "char" (the code points of the
+// corpus), "byte" (256 ids, never an unknown symbol) and "sentencepiece" (BPE or unigram,
+// trained by tinylm or loaded from a .model file). A tokenizer travels with its run:
+// tokenizer.json names the kind (and holds the vocabulary of a char tokenizer); a
+// SentencePiece run adds tokenizer.model. Every kind keeps one promise the data pipeline
+// relies on: encoding text in pieces split just after a '\n' gives the same ids as encoding
+// it whole, so a corpus can be tokenized in chunks.
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tinylm {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  virtual std::string kind() const = 0;  // "char", "byte" or "sentencepiece"
+  virtual int64_t vocab_size() const = 0;
+
+  // `source` names the text in errors ("the prompt", a file path).
+  virtual std::vector<int64_t> encode(std::string_view text,
+                                      std::string_view source = "the text") const = 0;
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+
+  // The bytes `id` adds to the text when tokens are written out one at a time. A byte token
+  // may be part of a UTF-8 character, so this is for streaming output, not for labels.
+  virtual std::string token_bytes(int64_t id) const = 0;
+
+  // How a person reads `id` in a table: valid UTF-8, with stray bytes written as <0xNN>.
+  std::string token_label(int64_t id) const;
+
+  // Writes tokenizer.json (and tokenizer.model for SentencePiece) into `dir`, atomically.
+  virtual void save(const std::filesystem::path& dir) const = 0;
+
+  // A hash of what defines the tokenizer: equal fingerprints encode alike.
+  virtual uint64_t fingerprint() const = 0;
+
+  // One line for logs: "sentencepiece bpe, 1024 pieces".
+  virtual std::string describe() const = 0;
+
+ protected:
+  // Throws, naming the vocabulary size, when `id` is outside it.
+  void check_id(int64_t id) const;
+};
+
+// Reads dir/tokenizer.json (and what it refers to); validates before it trusts.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::filesystem::path& dir);
+
+// The 256-id byte-level tokenizer.
+std::unique_ptr<Tokenizer> make_byte_tokenizer();
+
+}  // namespace tinylm

@@ -1,0 +1,51 @@
+// `tinylm prepare CONFIG.toml [--section.key=value ...] [--force]`
+// Tokenizes the config's corpus into its token cache (data.cache_dir), training the tokenizer
+// first when it needs one. `train` does the same when the cache is missing or stale; this
+// does it ahead of time, and says what the cache holds.
+
+#include <cstdio>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "tools/commands.h"
+#include "train/run_corpus.h"
+
+namespace tinylm {
+namespace fs = std::filesystem;
+
+std::function<int()> add_prepare_command(CLI::App& app) {
+  struct Args {
+    std::string config_path;
+    bool force = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("prepare", "Tokenize a config's corpus into its token cache");
+  cmd->add_option("config", args->config_path, "The run's config (configs/*.toml)")->required();
+  cmd->add_flag("--force", args->force, "Rebuild the cache even when it is current");
+  cmd->allow_extras();
+  cmd->footer("Any config key can be overridden with --section.key=value, e.g. --data.vocab_size=2048.");
+
+  return [args, cmd]() {
+    const RunConfig config =
+        load_config_with_overrides(args->config_path, parse_overrides(cmd->remaining()), true);
+    if (config.data.source != "file") {
+      throw UsageError("data.source = \"" + config.data.source +
+                       "\" is generated in memory when training; there is nothing to prepare");
+    }
+    if (args->force) {
+      for (const char* name : {"train.bin", "val.bin"}) fs::remove(fs::path(config.data.cache_dir) / name);
+    }
+    const RunData data = load_run_data(config);
+    std::printf("cache       %s\n", config.data.cache_dir.c_str());
+    std::printf("tokenizer   %s\n", data.tokenizer->describe().c_str());
+    for (const auto& [name, split] : {std::pair{"train", &data.train}, {"val", &data.val}}) {
+      std::printf("%-5s       %lld tokens, %llu bytes of text (%.3f bytes/token)\n", name,
+                  static_cast<long long>(split->tokens.size()),
+                  static_cast<unsigned long long>(split->text_bytes), 1.0 / split->tokens_per_byte());
+    }
+    return 0;
+  };
+}
+
+}  // namespace tinylm

@@ -99,7 +99,7 @@ TEST(Checkpoint, SaveLoadGivesBitIdenticalLogits) {
   torch::NoGradGuard no_grad;
   const auto x = torch::tensor({{0, 1, 2, 3, 4, 0, 1}}, torch::kInt64);
   EXPECT_TRUE(torch::equal(run.model->forward(x), saved.model->forward(x)));
-  EXPECT_EQ(run.tokenizer.vocab_size(), 5);
+  EXPECT_EQ(run.tokenizer->vocab_size(), 5);
   EXPECT_EQ(to_toml(run.config), to_toml(saved.config));
 }
 
@@ -134,7 +134,7 @@ TEST(Checkpoint, DamagedRunFilesAreClearErrors) {
                 .find("\"n_head\" is missing"),
             std::string::npos);
   EXPECT_NE(error_after([&](auto d) { test::write_text(d / "tokenizer.json", R"({"type":"char","vocab":["a"]})"); })
-                .find("tokenizer.json has 1 entries but config.json says vocab_size 5"),
+                .find("its tokenizer has 1 ids but config.json says vocab_size 5"),
             std::string::npos);
   EXPECT_NE(error_after([&](auto d) { std::filesystem::remove(d / "model.safetensors"); })
                 .find("is not a tinylm run directory"),

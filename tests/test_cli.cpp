@@ -48,7 +48,10 @@ TEST_F(Cli, EvalJsonHasTheDocumentedKeys) {
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["tokens"], 111539);  // the val split, every token after the first
   EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(j["loss"].get<double>()), 1e-9);
-  EXPECT_NEAR(j["bits_per_char"].get<double>(), j["loss"].get<double>() / std::log(2.0), 1e-9);
+  // Shakespeare is ASCII and the tokenizer is char: one token, one byte.
+  EXPECT_EQ(j["bytes"], 111540);
+  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["loss"].get<double>() / std::log(2.0), 1e-9);
+  EXPECT_NEAR(j["bits_per_token"].get<double>(), j["loss"].get<double>() / std::log(2.0), 1e-9);
 }
 
 TEST_F(Cli, EvalScoresEveryTokenOnceEvenInAShortLastWindow) {

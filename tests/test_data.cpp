@@ -8,6 +8,7 @@
 #include <random>
 
 #include "data/batches.h"
+#include "data/token_sequence.h"
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
 #include "data/induction_corpus.h"
@@ -17,15 +18,13 @@
 namespace tinylm {
 namespace {
 
+using test::error_of;
 using test::TempDir;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
+TokenSequence arange_tokens(int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  return TokenSequence::from_ids(std::move(ids));
 }
 
 TEST(Utf8, RejectsInvalidBytesWithTheirOffset) {
@@ -66,11 +65,9 @@ TEST(CharTokenizer, VocabularyIsTheSortedCharacterSet) {
 }
 
 TEST(CharTokenizer, RoundTripsEveryCorpus) {
-  std::vector<std::filesystem::path> files = {test::shakespeare()};
-  for (const char* name : {"botchan.txt", "wagahaiwa_nekodearu.txt", "tinystories_sample.txt"}) {
-    if (std::filesystem::exists(test::shared_data() / name)) files.push_back(test::shared_data() / name);
-  }
-  for (const auto& file : files) {
+  for (const char* name : {"tinyshakespeare.txt", "botchan.txt", "wagahaiwa_nekodearu.txt",
+                           "tinystories_sample.txt"}) {
+    const auto file = test::corpora() / name;
     const std::string text = read_corpus(file);
     const CharTokenizer tok = CharTokenizer::from_text(text);
     EXPECT_EQ(tok.decode(tok.encode(text)), text) << file;
@@ -143,8 +140,7 @@ TEST(Batches, SplitIsNanoGPTs) {
 }
 
 TEST(Batches, TargetsAreInputsShiftedByOne) {
-  const torch::Tensor tokens = torch::arange(100, torch::kInt64);
-  const BatchSampler sampler(tokens, 10, 5, "train");
+  const BatchSampler sampler(arange_tokens(100), 10, 5, "train");
   auto rng = at::make_generator<at::CPUGeneratorImpl>(4);
   const auto [x, y] = sampler.sample(rng);
   ASSERT_EQ(x.sizes().vec(), (std::vector<int64_t>{5, 10}));
@@ -154,17 +150,68 @@ TEST(Batches, TargetsAreInputsShiftedByOne) {
 }
 
 TEST(Batches, SameGeneratorStateSameBatches) {
-  const torch::Tensor tokens = torch::arange(1000, torch::kInt64);
-  const BatchSampler sampler(tokens, 16, 4, "train");
+  const BatchSampler sampler(arange_tokens(1000), 16, 4, "train");
   auto a = at::make_generator<at::CPUGeneratorImpl>(11), b = at::make_generator<at::CPUGeneratorImpl>(11);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(sampler.sample(a).first, sampler.sample(b).first));
   EXPECT_FALSE(torch::equal(sampler.sample(a).first, sampler.sample(a).first));
 }
 
 TEST(Batches, TooShortSplitNamesIt) {
-  const std::string e = error_of([] { BatchSampler(torch::arange(64, torch::kInt64), 64, 1, "val"); });
+  const std::string e = error_of([] { BatchSampler(arange_tokens(64), 64, 1, "val"); });
   EXPECT_NE(e.find("the val split has 64 tokens, fewer than block_size + 1 = 65"), std::string::npos) << e;
-  EXPECT_NO_THROW(BatchSampler(torch::arange(65, torch::kInt64), 64, 1, "val"));
+  EXPECT_NO_THROW(BatchSampler(arange_tokens(65), 64, 1, "val"));
+}
+
+TEST(EpochSampler, SeesEveryWindowExactlyOncePerEpoch) {
+  // 1001 tokens, T = 10: windows start at 0, 10, ..., 990 (100 of them); batches of 7 do not
+  // divide 100, so batches straddle epochs.
+  EpochSampler sampler(arange_tokens(1001), 10, 7, "train", 5);
+  ASSERT_EQ(sampler.windows_per_epoch(), 100);
+  std::vector<std::vector<int64_t>> epochs(3);
+  for (int batch = 0; batch < 300 / 7; ++batch) {
+    const int64_t epoch_before = sampler.position().epoch;
+    const int64_t position_before = sampler.position().position;
+    const auto [x, y] = sampler.next();
+    EXPECT_TRUE(torch::equal(y, x + 1));
+    for (int64_t b = 0; b < 7; ++b) {
+      const int64_t drawn = position_before + b;
+      epochs[static_cast<size_t>(epoch_before + drawn / 100)].push_back(x[b][0].item<int64_t>());
+    }
+  }
+  for (int e = 0; e < 2; ++e) {  // the first two epochs are complete
+    std::vector<int64_t> starts = epochs[static_cast<size_t>(e)];
+    ASSERT_EQ(starts.size(), 100u) << "epoch " << e;
+    std::sort(starts.begin(), starts.end());
+    for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(starts[static_cast<size_t>(i)], 10 * i) << "epoch " << e;
+  }
+  EXPECT_NE(epochs[0], epochs[1]);  // shuffled afresh each epoch
+}
+
+TEST(EpochSampler, SeekingToASavedPositionContinuesTheSameOrder) {
+  EpochSampler unbroken(arange_tokens(1001), 10, 7, "train", 5);
+  EpochSampler resumed(arange_tokens(1001), 10, 7, "train", 5);
+  for (int i = 0; i < 20; ++i) unbroken.next();  // 140 windows: into the second epoch
+  const EpochPosition saved = unbroken.position();
+  EXPECT_EQ(saved.epoch, 1);
+  EXPECT_EQ(saved.position, 40);
+  resumed.seek(saved);
+  for (int i = 0; i < 30; ++i) EXPECT_TRUE(torch::equal(unbroken.next().first, resumed.next().first)) << i;
+  EXPECT_THROW(resumed.seek({0, 101}), std::runtime_error);
+  // Another seed, another order.
+  EXPECT_FALSE(torch::equal(EpochSampler(arange_tokens(1001), 10, 7, "train", 6).order(0),
+                            EpochSampler(arange_tokens(1001), 10, 7, "train", 5).order(0)));
+}
+
+TEST(TokenSequence, ReadsEveryWidthAndSlices) {
+  const std::vector<uint16_t> narrow = {1, 65535, 7, 0};
+  const std::vector<uint32_t> wide = {70000, 2, 4000000000u};
+  const TokenSequence a(nullptr, narrow.data(), 2, 4), b(nullptr, wide.data(), 4, 3);
+  EXPECT_EQ(a.at(1), 65535);
+  EXPECT_EQ(b.at(2), 4000000000LL);
+  EXPECT_TRUE(torch::equal(a.slice(1, 3).to_tensor(), torch::tensor({65535, 7}, torch::kInt64)));
+  EXPECT_THROW(a.slice(2, 5), std::out_of_range);
+  int64_t out[2];
+  EXPECT_THROW(b.copy_to(2, 2, out), std::out_of_range);
 }
 
 }  // namespace

@@ -37,8 +37,14 @@ std::vector<json> losses(const std::filesystem::path& run) {
   return out;
 }
 
-TEST(Training, ResumedRunEqualsUnbrokenRun) {
-  const RunConfig config = tiny_config(12);
+class ResumedRun : public ::testing::TestWithParam<std::string> {};
+
+// With random windows, and with epoch sampling (whose place in the epoch the checkpoint keeps).
+INSTANTIATE_TEST_SUITE_P(Sampling, ResumedRun, ::testing::Values("random", "epoch"));
+
+TEST_P(ResumedRun, EqualsUnbrokenRun) {
+  RunConfig config = tiny_config(12);
+  config.data.sampling = GetParam();
   TempDir unbroken, resumed;
   TrainOptions options;
   options.progress = false;

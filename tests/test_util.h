@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 inline fs::path source_dir() { return fs::path(TINYLM_SOURCE_DIR); }
 inline fs::path binary() { return fs::path(TINYLM_BINARY); }
 inline fs::path shakespeare() { return source_dir() / "data/corpora/tinyshakespeare.txt"; }
-// ../shared/data beside the repository, where the test corpora live; may be absent.
-inline fs::path shared_data() { return source_dir().parent_path() / "shared/data"; }
+inline fs::path corpora() { return source_dir() / "data/corpora"; }
+inline fs::path fixtures() { return source_dir() / "tests/fixtures"; }
 
 class TempDir {
  public:
@@ -38,6 +38,17 @@ class TempDir {
  private:
   fs::path path_;
 };
+
+// The message of the exception `f` throws; "" when it throws none.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 inline void write_text(const fs::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
@@ -70,11 +81,20 @@ inline CommandResult run_tinylm(const std::string& args, bool with_stderr = true
   return result;
 }
 
-// A config for a run of a few seconds on `corpus`, written into `dir`.
-inline fs::path write_tiny_config(const fs::path& dir, const fs::path& corpus, int max_iters = 4) {
+// A token cache directory for this test process, removed when it ends.
+inline fs::path cache_dir() {
+  static const TempDir dir;
+  return dir.path();
+}
+
+// A config for a run of a few seconds on `corpus`, written into `dir`; its token cache is
+// `cache` (default: the test process's own).
+inline fs::path write_tiny_config(const fs::path& dir, const fs::path& corpus, int max_iters = 4,
+                                  const std::string& data_extra = "") {
   const fs::path path = dir / "tiny.toml";
   write_text(path, "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
-                   "[data]\npath = \"" + corpus.string() + "\"\n"
+                   "[data]\npath = \"" + corpus.string() + "\"\ncache_dir = \"" +
+                   (cache_dir() / path.parent_path().filename()).string() + "\"\n" + data_extra +
                    "[train]\nbatch_size = 4\nmax_iters = " + std::to_string(max_iters) +
                    "\nwarmup_iters = 1\nlr_decay_iters = " + std::to_string(max_iters) +
                    "\neval_interval = 2\neval_iters = 2\nlog_interval = 1\n");

@@ -18,11 +18,14 @@ std::function<int()> add_prepare_command(CLI::App& app) {
   struct Args {
     std::string config_path;
     bool force = false;
+    int threads = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("prepare", "Tokenize a config's corpus into its token cache");
   cmd->add_option("config", args->config_path, "The run's config (configs/*.toml)")->required();
   cmd->add_flag("--force", args->force, "Rebuild the cache even when it is current");
+  cmd->add_option("--threads", args->threads, "Encoding threads (default: all cores)")
+      ->check(CLI::NonNegativeNumber);
   cmd->allow_extras();
   cmd->footer("Any config key can be overridden with --section.key=value, e.g. --data.vocab_size=2048.");
 
@@ -36,7 +39,9 @@ std::function<int()> add_prepare_command(CLI::App& app) {
     if (args->force) {
       for (const char* name : {"train.bin", "val.bin"}) fs::remove(fs::path(config.data.cache_dir) / name);
     }
-    const RunData data = load_run_data(config);
+    RunDataOptions options;
+    options.threads = args->threads;
+    const RunData data = load_run_data(config, options);
     std::printf("cache       %s\n", config.data.cache_dir.c_str());
     std::printf("tokenizer   %s\n", data.tokenizer->describe().c_str());
     for (const auto& [name, split] : {std::pair{"train", &data.train}, {"val", &data.val}}) {

@@ -146,7 +146,8 @@ RunData load_run_data(const RunConfig& config, const RunDataOptions& options) {
   spec.val_files = val_files(config.data);
   spec.train_fraction = config.data.train_fraction;
   spec.recipe_fingerprint = recipe_fingerprint(config.data);
-  spec.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  spec.threads = options.threads > 0 ? options.threads
+                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ProgressLine line(options.progress);
   const auto start = std::chrono::steady_clock::now();
   spec.progress = [&](uint64_t done, uint64_t total) {

@@ -25,6 +25,7 @@ struct RunDataOptions {
   // The run's own tokenizer (eval, inspect, resume): the tokens must come from it.
   std::shared_ptr<const Tokenizer> tokenizer;
   bool progress = true;  // a progress line while tokenizing, when stderr is a terminal
+  int threads = 0;       // encoding threads; 0: all cores
 };
 
 // Reuses the token cache when it is current, else rebuilds it (saying why).

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "data/corpus.h"
 #include "test_util.h"
 
 namespace tinylm {
@@ -232,6 +233,104 @@ TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
                             std::to_string(state["step"].get<int64_t>() + 2));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
+}
+
+// Runs a shell command line; stdout and stderr together.
+test::CommandResult run_shell(const std::string& command) {
+  test::CommandResult result;
+  FILE* pipe = ::popen(("bash -c '" + command + "' 2>&1").c_str(), "r");
+  if (!pipe) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+TEST(CliData, SentencePieceRunTrainsSamplesAndEvaluatesInBitsPerByte) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(
+      dir.path(), test::corpora() / "botchan.txt", 4,
+      "tokenizer = \"sentencepiece\"\nvocab_size = 400\nmodel_type = \"unigram\"\n");
+  auto r = run_tinylm("prepare " + config.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sentencepiece, 400 pieces"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training a SentencePiece unigram tokenizer"), std::string::npos) << r.output;
+  r = run_tinylm("prepare " + config.string());  // current: nothing to do
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;
+
+  r = run_tinylm("train " + config.string() + " --out " + (dir / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;  // the cache served
+  EXPECT_NE(r.output.find("bits/byte"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/tokenizer.model"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/best/tokenizer.model"));
+
+  r = run_tinylm("sample " + (dir / "run").string() + " --prompt \"It was\" --max-new-tokens 20 --num-samples 1", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("It was", 0), 0u) << r.output;
+  r = run_tinylm("eval " + (dir / "run").string() + " --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["tokenizer"], "sentencepiece");
+  // Several bytes per token: bits per byte is bits per token times tokens per byte.
+  const double tokens_per_byte = (j["tokens"].get<double>() + 1) / j["bytes"].get<double>();
+  EXPECT_LT(tokens_per_byte, 1.0);
+  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["bits_per_token"].get<double>() * tokens_per_byte, 1e-9);
+  r = run_tinylm("inspect " + (dir / "run").string() + " --prompt \"It was\" --json -", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string labels;
+  const auto inspected = nlohmann::json::parse(r.output);
+  for (const auto& token : inspected["attention"]["tokens"]) labels += token.get<std::string>();
+  EXPECT_EQ(labels, "It was");
+}
+
+TEST(CliData, ADiskThatFillsLeavesNoCacheBehind) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  const std::filesystem::path cache = test::cache_dir() / dir.path().filename();
+  // A 1 MB file-size limit stands in for a full disk: train.bin needs 2 MB.
+  const auto r = run_shell("trap \"\" XFSZ; ulimit -f 1024; exec " + test::binary().string() +
+                           " prepare " + config.string());
+  expect_failure(r, 1, "File too large");
+  EXPECT_NE(r.output.find("nothing was written under this name"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(cache / "train.bin"));
+  EXPECT_FALSE(std::filesystem::exists(cache / "val.bin"));
+  for (const auto& entry : std::filesystem::directory_iterator(cache)) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+  // With room again, the same command succeeds.
+  EXPECT_EQ(run_tinylm("prepare " + config.string()).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(cache / "train.bin"));
+}
+
+TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
+  TempDir dir;
+  const auto prepare = [&](const std::string& corpus, const std::string& data_extra) {
+    std::filesystem::remove_all(test::cache_dir() / dir.path().filename());
+    return run_tinylm("prepare " + test::write_tiny_config(dir.path(), corpus, 4, data_extra).string());
+  };
+  test::write_text(dir / "bad.txt", "fine\nstill fine\nnot \xC3( fine\n");
+  expect_failure(prepare((dir / "bad.txt").string(), ""), 1,
+                 "bad.txt is not valid UTF-8: bad byte 0xC3 at byte offset 20");
+  expect_failure(prepare(test::corpora() / "tinystories_sample.txt",
+                         "tokenizer = \"sentencepiece\"\nvocab_size = 8000\n"),
+                 1, "data.vocab_size = 8000 is more than");
+  expect_failure(prepare(test::shakespeare(), "tokenizer = \"sentencepiece\"\ntokenizer_model = \"" +
+                                                  test::shakespeare().string() + "\"\n"),
+                 1, "tinyshakespeare.txt is not a SentencePiece model");
+  expect_failure(prepare(test::shakespeare(), "tokenizer = \"wordpiece\"\n"), 1,
+                 "data.tokenizer must be \"char\", \"byte\" or \"sentencepiece\"");
+  // An empty file among many is skipped, and named.
+  std::filesystem::create_directories(dir / "books");
+  test::write_text(dir / "books/a.txt", read_file(test::shakespeare()).substr(0, 20000));
+  test::write_text(dir / "books/b.txt", "");
+  const auto r = prepare((dir / "books").string(), "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping " + (dir / "books/b.txt").string() + ": the file is empty"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace

@@ -1,6 +1,12 @@
 #include "data/token_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <stdexcept>
@@ -15,6 +21,28 @@ namespace tinylm {
 namespace fs = std::filesystem;
 
 namespace {
+
+// An exclusive lock on the cache directory for as long as it lives: two runs of one config
+// started together tokenize once, not over each other.
+class DirectoryLock {
+ public:
+  explicit DirectoryLock(const fs::path& dir) {
+    fs::create_directories(dir);
+    const fs::path path = dir / ".lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw std::runtime_error("cannot write to the token cache " + dir.string() + ": " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      spdlog::info("waiting for another tinylm that is preparing {}", dir.string());
+      ::flock(fd_, LOCK_EX);
+    }
+  }
+  ~DirectoryLock() { ::close(fd_); }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // UTF-8 bytes each id stands for, to count the text behind a run of tokens.
 std::vector<uint32_t> byte_lengths(const Tokenizer& tokenizer) {
@@ -175,6 +203,7 @@ std::string token_cache_problem(const TokenCacheSpec& spec, const Tokenizer* fix
 PreparedCorpus prepare_token_cache(const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
                                    const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer) {
   const uint64_t source_fp = source_fingerprint(spec);
+  const DirectoryLock lock(spec.dir);
   std::unique_ptr<Tokenizer> cached;
   const std::string problem = cache_problem(spec, fixed.get(), source_fp, cached);
   if (problem.empty()) {

@@ -93,7 +93,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     if (model.find('/') != std::string::npos) {
       throw std::runtime_error(path.string() + ": \"model\" must name a file beside it");
     }
-    return SentencePieceTokenizer::from_file(dir / model);
+    auto tokenizer = SentencePieceTokenizer::from_file(dir / model);
+    if (doc.contains("fingerprint") && doc["fingerprint"] != to_hex(tokenizer->fingerprint())) {
+      throw std::runtime_error((dir / model).string() + " is not the model " + path.string() +
+                               " was written with (it was replaced or damaged)");
+    }
+    return tokenizer;
   }
   throw std::runtime_error(path.string() + ": tokenizer type \"" + type +
                            "\" is not one of char, byte, sentencepiece");

@@ -99,7 +99,7 @@ def main():
         config = os.path.join(tmp, "tiny.toml")
         with open(config, "w") as f:
             f.write(f'[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n'
-                    f'[data]\npath = "{source}/data/corpora/tinyshakespeare.txt"\n'
+                    f'[data]\npath = "{source}/data/corpora/tinyshakespeare.txt"\ncache_dir = "cache"\n'
                     f'[train]\nbatch_size = 4\nmax_iters = 30\nwarmup_iters = 2\nlr_decay_iters = 30\n'
                     f'eval_interval = 30\neval_iters = 2\nlearning_rate = 3e-3\n')
         run = os.path.join(tmp, "run")

@@ -14,6 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$tinylm" train "$src/configs/tiny.toml" --out "$work/run" --threads 1 --train.max_iters=40 \
+  --data.cache_dir="$work/cache" \
   > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
 "$tinylm" inspect "$work/run" --html "$work/report.html" --json "$work/report.json" \
   --windows 8 --probes 2 --threads 1 > /dev/null

@@ -169,6 +169,13 @@ TEST(Tokenizers, SaveAndLoadGiveTheSameTokenizer) {
     EXPECT_EQ(back->encode(text.substr(0, 5000)), tok->encode(text.substr(0, 5000))) << tok->kind();
   }
   EXPECT_NE(kinds[0]->fingerprint(), kinds[1]->fingerprint());
+
+  // A tokenizer.model swapped under its tokenizer.json is caught.
+  TempDir dir;
+  kinds[2]->save(dir.path());
+  std::filesystem::copy_file(test::fixtures() / "sentencepiece_test_model.model", dir / "tokenizer.model",
+                             std::filesystem::copy_options::overwrite_existing);
+  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("is not the model"), std::string::npos);
 }
 
 TEST(Tokenizers, LoadingABadTokenizerJsonNamesTheFile) {

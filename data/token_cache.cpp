@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -166,17 +167,13 @@ PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
   }
   val.commit(val_bytes);
   train.commit(train_bytes);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  spdlog::info("prepared {}: {} train / {} val tokens from {:.1f} MB in {:.1f} s ({:.1f} MB/s, {:.2f} bytes/token)",
-               spec.dir.string(), train.count(), val.count(), static_cast<double>(total) / 1e6,
-               seconds, static_cast<double>(total) / 1e6 / std::max(seconds, 1e-9),
-               static_cast<double>(train_bytes + val_bytes) /
-                   static_cast<double>(train.count() + val.count()));
   PreparedCorpus prepared;
   prepared.tokenizer = std::move(tokenizer);
   prepared.train = open_token_file(spec.dir / "train.bin").split();
   prepared.val = open_token_file(spec.dir / "val.bin").split();
   prepared.rebuilt = true;
+  prepared.source_bytes = total;
+  prepared.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return prepared;
 }
 

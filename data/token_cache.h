@@ -38,6 +38,8 @@ struct PreparedCorpus {
   TokenSplit train;
   TokenSplit val;
   bool rebuilt = false;
+  uint64_t source_bytes = 0;  // of a rebuild: the text read, and how long it took
+  double seconds = 0.0;
 };
 
 // Reuses or rebuilds the cache. `make_tokenizer` runs only when a rebuild needs a tokenizer

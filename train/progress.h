@@ -37,7 +37,7 @@ class ProgressLine {
     last_draw_ = now;
     const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;  // bytes/s
     const auto eta = static_cast<int64_t>(rate > 0 ? static_cast<double>(total - done) / rate + 0.5 : 0);
-    std::fprintf(stderr, "\r\033[K %s %3.0f%% | %.0f/%.0f MB | %.1f MB/s | ETA %lld:%02lld", what,
+    std::fprintf(stderr, "\r\033[K %s %3.0f%% | %.1f/%.1f MB | %.1f MB/s | ETA %lld:%02lld", what,
                  total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
                  static_cast<double>(done) / 1e6, static_cast<double>(total) / 1e6, rate / 1e6,
                  static_cast<long long>(eta / 60), static_cast<long long>(eta % 60));

@@ -1,7 +1,6 @@
 #include "data/sentencepiece_tokenizer.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <regex>
@@ -36,10 +35,10 @@ struct Library {
 };
 
 std::vector<fs::path> library_candidates() {
-  std::vector<fs::path> candidates;
   if (const char* env = std::getenv("TINYLM_SENTENCEPIECE_LIBRARY"); env && *env) {
-    candidates.emplace_back(env);
+    return {fs::path(env)};  // the user's choice, and nothing else
   }
+  std::vector<fs::path> candidates;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
@@ -114,8 +113,6 @@ struct SentencePieceTokenizer::Handle {
     if (model) library().destroy(model);
   }
 };
-
-std::string sentencepiece_library_path() { return library().path; }
 
 SentencePieceTokenizer::SentencePieceTokenizer(std::string model, std::unique_ptr<Handle> handle)
     : model_(std::move(model)), handle_(std::move(handle)) {

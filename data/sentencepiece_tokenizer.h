@@ -65,7 +65,4 @@ std::unique_ptr<SentencePieceTokenizer> train_sentencepiece(
     const SentencePieceTraining& options, const std::function<bool(std::string& line)>& next_line,
     const std::string& corpus);
 
-// Where the library was found (for `tinylm --version`-style diagnostics); loads it if needed.
-std::string sentencepiece_library_path();
-
 }  // namespace tinylm

@@ -321,6 +321,11 @@ TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
   expect_failure(prepare(test::shakespeare(), "tokenizer = \"sentencepiece\"\ntokenizer_model = \"" +
                                                   test::shakespeare().string() + "\"\n"),
                  1, "tinyshakespeare.txt is not a SentencePiece model");
+  // The SentencePiece wrapper library missing (as in a broken install).
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 4, "tokenizer = \"sentencepiece\"\n");
+  expect_failure(run_shell("TINYLM_SENTENCEPIECE_LIBRARY=" + (dir / "nowhere.so").string() + " " +
+                           test::binary().string() + " prepare " + config.string()),
+                 1, "cannot load libtinylm_sentencepiece.so, which tinylm needs for SentencePiece tokenizers");
   expect_failure(prepare(test::shakespeare(), "tokenizer = \"wordpiece\"\n"), 1,
                  "data.tokenizer must be \"char\", \"byte\" or \"sentencepiece\"");
   // An empty file among many is skipped, and named.

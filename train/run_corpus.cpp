@@ -59,10 +59,10 @@ std::unique_ptr<Tokenizer> char_tokenizer_of(const std::vector<fs::path>& files)
 // SentencePiece trained on the lines of the train text: the first train_fraction of the
 // bytes when the corpus is split, so the val text never shapes the vocabulary.
 std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d, const std::vector<fs::path>& files) {
-  CorpusReader sizes(files, 1);
-  const uint64_t limit = d.val_path.empty()
-                             ? static_cast<uint64_t>(d.train_fraction * static_cast<double>(sizes.total_bytes()))
-                             : sizes.total_bytes();
+  uint64_t total = 0;
+  for (const fs::path& file : files) total += fs::file_size(file);
+  const uint64_t limit =
+      d.val_path.empty() ? static_cast<uint64_t>(d.train_fraction * static_cast<double>(total)) : total;
   SentencePieceTraining options;
   options.model_type = d.model_type;
   options.vocab_size = d.vocab_size;

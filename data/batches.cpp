@@ -6,12 +6,6 @@
 
 namespace tinylm {
 
-TokenSplits split_tokens(const torch::Tensor& tokens, double train_fraction) {
-  const int64_t n = tokens.numel();
-  const auto n_train = static_cast<int64_t>(train_fraction * static_cast<double>(n));
-  return {tokens.slice(0, 0, n_train), tokens.slice(0, n_train, n)};
-}
-
 void check_split_fits(const TokenSequence& tokens, int64_t block_size, const std::string& split) {
   if (tokens.size() < block_size + 1) {
     throw std::runtime_error("the " + split + " split has " + std::to_string(tokens.size()) +

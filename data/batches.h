@@ -1,6 +1,6 @@
 #pragma once
-// Token splits and batches of windows. The first `train_fraction` of the tokens train, the
-// rest validate (nanoGPT's split). Two ways to draw windows of T + 1 tokens:
+// Batches of windows from a split's tokens (the split itself is made by the token cache,
+// data/token_cache.h). Two ways to draw windows of T + 1 tokens:
 //   BatchSampler  B windows at offsets drawn uniformly from an explicit torch::Generator
 //                 owned by the caller (nanoGPT's way), so runs are reproducible and resumable;
 //   EpochSampler  every non-overlapping window [i*T, i*T + T] of the split exactly once per
@@ -16,14 +16,6 @@
 #include "data/token_sequence.h"
 
 namespace tinylm {
-
-struct TokenSplits {
-  torch::Tensor train;  // (N_train,) int64
-  torch::Tensor val;    // (N_val,) int64
-};
-
-// Splits at floor(train_fraction * N), as nanoGPT does.
-TokenSplits split_tokens(const torch::Tensor& tokens, double train_fraction);
 
 // Throws, naming `split`, when tokens has fewer than block_size + 1 entries.
 void check_split_fits(const TokenSequence& tokens, int64_t block_size, const std::string& split);

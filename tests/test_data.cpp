@@ -129,16 +129,6 @@ TEST(InductionCorpus, HasTheDocumentedStructureAndIsTheSameEverywhere) {
   EXPECT_EQ(CharTokenizer::from_text(induction_corpus(100000, 1)).vocab_size(), 64);
 }
 
-TEST(Batches, SplitIsNanoGPTs) {
-  const CharTokenizer tok = CharTokenizer::from_text(read_corpus(test::shakespeare()));
-  auto ids = tok.encode(read_corpus(test::shakespeare()));
-  const torch::Tensor tokens = torch::tensor(ids);
-  const TokenSplits s = split_tokens(tokens, 0.9);
-  EXPECT_EQ(s.train.numel(), 1003854);
-  EXPECT_EQ(s.val.numel(), 111540);
-  EXPECT_EQ(s.val[0].item<int64_t>(), ids[1003854]);
-}
-
 TEST(Batches, TargetsAreInputsShiftedByOne) {
   const BatchSampler sampler(arange_tokens(100), 10, 5, "train");
   auto rng = at::make_generator<at::CPUGeneratorImpl>(4);

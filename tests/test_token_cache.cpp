@@ -114,6 +114,17 @@ TEST(TokenCache, StreamedSplitsEqualEncodingInMemory) {
   EXPECT_EQ(p.val.text_bytes, p.tokenizer->decode(std::vector<int64_t>(ids.begin() + n_train, ids.end())).size());
 }
 
+TEST(TokenCache, ShakespeareSplitsAsNanoGPTDoes) {
+  Cache cache({test::shakespeare()});
+  cache.spec.chunk_bytes = size_t{1} << 20;
+  const PreparedCorpus p = cache.prepare();
+  EXPECT_EQ(p.tokenizer->vocab_size(), 65);
+  EXPECT_EQ(p.train.tokens.size(), 1003854);
+  EXPECT_EQ(p.val.tokens.size(), 111540);
+  EXPECT_EQ(p.val.text_bytes, 111540u);  // ASCII: a character is a byte
+  EXPECT_EQ(p.tokenizer->token_bytes(p.val.tokens.at(0)), read_file(test::shakespeare()).substr(1003854, 1));
+}
+
 TEST(TokenCache, SentencePieceStreamsLikeItEncodesWhole) {
   const fs::path file = test::corpora() / "wagahaiwa_nekodearu.txt";
   const std::string text = read_file(file);

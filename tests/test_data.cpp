@@ -57,6 +57,38 @@ TEST(Corpus, MissingEmptyOrInvalidIsAnError) {
   EXPECT_NE(e.find("byte offset 5"), std::string::npos) << e;
 }
 
+TEST(CorpusReader, ChunksEndAtLineEndsAndAHugeLineIsCutBetweenCharacters) {
+  TempDir dir;
+  std::string lines;
+  for (int i = 0; i < 200; ++i) lines += "line " + std::to_string(i) + "\n";
+  std::string huge;
+  for (int i = 0; i < 2000; ++i) huge += "\xE3\x81\x82";  // 6000 bytes of 3-byte characters, no line end
+  test::write_text(dir / "a.txt", lines);
+  test::write_text(dir / "b.txt", huge);
+  CorpusReader reader({dir / "a.txt", dir / "b.txt"}, 64);
+  EXPECT_EQ(reader.total_bytes(), lines.size() + huge.size());
+  std::string a, b;
+  CorpusReader::Chunk chunk;
+  int chunks = 0;
+  while (reader.next(chunk)) {
+    ++chunks;
+    EXPECT_EQ(find_invalid_utf8(chunk.text), std::string::npos) << chunk.offset;
+    if (chunk.file == dir / "a.txt") {
+      EXPECT_EQ(chunk.text.back(), '\n');
+      EXPECT_EQ(chunk.offset, a.size());
+      a += chunk.text;
+    } else {
+      EXPECT_LE(chunk.text.size(), 16u * 64 + 64);  // bounded, though the line is not
+      EXPECT_EQ(chunk.offset, b.size());
+      b += chunk.text;
+    }
+  }
+  EXPECT_EQ(a, lines);
+  EXPECT_EQ(b, huge);
+  EXPECT_GT(chunks, 10);
+  EXPECT_EQ(reader.bytes_read(), reader.total_bytes());
+}
+
 TEST(CharTokenizer, VocabularyIsTheSortedCharacterSet) {
   const CharTokenizer tok = CharTokenizer::from_text(read_corpus(test::shakespeare()));
   EXPECT_EQ(tok.vocab_size(), 65);

@@ -237,15 +237,7 @@ TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
 
 // Runs a shell command line; stdout and stderr together.
 test::CommandResult run_shell(const std::string& command) {
-  test::CommandResult result;
-  FILE* pipe = ::popen(("bash -c '" + command + "' 2>&1").c_str(), "r");
-  if (!pipe) return result;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  return test::run_command("bash -c '" + command + "' 2>&1");
 }
 
 TEST(CliData, SentencePieceRunTrainsSamplesAndEvaluatesInBitsPerByte) {

@@ -65,11 +65,8 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `tinylm ARGS` through the shell (ARGS are shell words) with 1 thread; the output
-// has stdout, and stderr too unless `with_stderr` is false.
-inline CommandResult run_tinylm(const std::string& args, bool with_stderr = true) {
-  const std::string command =
-      binary().string() + " " + args + " --threads 1" + (with_stderr ? " 2>&1" : " 2>/dev/null");
+// Runs a shell command line (/bin/sh -c) and collects its stdout.
+inline CommandResult run_command(const std::string& command) {
   CommandResult result;
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return result;
@@ -79,6 +76,13 @@ inline CommandResult run_tinylm(const std::string& args, bool with_stderr = true
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+// Runs `tinylm ARGS` through the shell (ARGS are shell words) with 1 thread; the output
+// has stdout, and stderr too unless `with_stderr` is false.
+inline CommandResult run_tinylm(const std::string& args, bool with_stderr = true) {
+  return run_command(binary().string() + " " + args + " --threads 1" +
+                     (with_stderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 // A token cache directory for this test process, removed when it ends.

@@ -8,18 +8,18 @@
 namespace tinylm {
 
 torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal) {
-  const int64_t T = q.size(-2);
+  const int64_t T = q.size(-2), Tk = k.size(-2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  const torch::Tensor qk = batched_matmul(q, k.transpose(-2, -1));  // (B, nh, T, T)
-  if (causal) {
-    // M as an additive bias (0 on and below the diagonal, -inf above), added in the same
-    // pass as the scaling: cheaper than masked_fill forward and backward, and the same numbers.
-    const torch::Tensor bias = torch::full({T, T}, -std::numeric_limits<float>::infinity(),
-                                           q.options().requires_grad(false))
-                                   .triu(1);
-    return torch::add(bias, qk, scale);  // (B, nh, T, T)
+  const torch::Tensor qk = batched_matmul(q, k.transpose(-2, -1));  // (B, nh, T, Tk)
+  if (causal && T > 1) {
+    // M as an additive bias (0 on and below the shifted diagonal, -inf above), added in the
+    // same pass as the scaling: cheaper than masked_fill forward and backward, same numbers.
+    const torch::Tensor bias = torch::full({T, Tk}, -std::numeric_limits<float>::infinity(),
+                                           qk.options().requires_grad(false))
+                                   .triu(Tk - T + 1);
+    return torch::add(bias, qk, scale);  // (B, nh, T, Tk)
   }
-  return qk * scale;
+  return qk * scale;  // one query sees every key: nothing to mask
 }
 
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -42,13 +42,15 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, int6
       hook_scores(hook_name(layer, "attn.hook_scores")),
       hook_pattern(hook_name(layer, "attn.hook_pattern")),
       hook_z(hook_name(layer, "attn.hook_z")),
+      layer_(layer),
       n_head_(config.n_head),
+      n_kv_head_(config.kv_heads()),
       dropout_(config.dropout) {
-  const int64_t C = config.n_embd;
+  const int64_t C = config.n_embd, kv = n_kv_head_ * config.head_size();
   c_attn = register_module(
-      "c_attn", torch::nn::Linear(torch::nn::LinearOptions(C, 3 * C).bias(config.bias)));
+      "c_attn", Linear(C, C + 2 * kv, config.bias));
   c_proj = register_module(
-      "c_proj", torch::nn::Linear(torch::nn::LinearOptions(C, C).bias(config.bias)));
+      "c_proj", Linear(C, C, config.bias));
   if (config.pos_encoding == "rope") {
     const RopeTables tables = rope_tables(config.block_size, config.head_size());
     // Buffers follow .to(device); checkpoints hold parameters only.
@@ -57,20 +59,33 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, int6
   }
 }
 
-torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+CausalSelfAttentionImpl::Heads CausalSelfAttentionImpl::project(const torch::Tensor& x) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2), hs = C / n_head_;
-  const auto qkv = c_attn(x).split(C, 2);                          // 3 x (B, T, C)
-  const auto heads = [&](const torch::Tensor& t) {                // (B, nh, T, hs)
-    return t.view({B, T, n_head_, hs}).transpose(1, 2);
+  const auto qkv = c_attn(x).split_with_sizes({C, n_kv_head_ * hs, n_kv_head_ * hs}, 2);
+  const auto heads = [&](const torch::Tensor& t, int64_t n) {  // (B, T, n hs) -> (B, n, T, hs)
+    return t.view({B, T, n, hs}).transpose(1, 2);
   };
-  torch::Tensor q = hook_q(heads(qkv[0])), k = hook_k(heads(qkv[1]));
-  const torch::Tensor v = hook_v(heads(qkv[2]));
+  return {heads(qkv[0], n_head_), heads(qkv[1], n_kv_head_), heads(qkv[2], n_kv_head_)};
+}
+
+torch::Tensor CausalSelfAttentionImpl::expand_kv(const torch::Tensor& t) const {
+  if (n_kv_head_ == n_head_) return t;
+  return t.repeat_interleave(n_head_ / n_kv_head_, 1);  // (B, nh, T, hs)
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KVCache* cache) {
+  const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  Heads h = project(x);
+  torch::Tensor q = hook_q(h.q), k = hook_k(h.k), v = hook_v(h.v);
   if (rotary()) {
-    q = hook_rot_q(apply_rope(q, rope_));
-    k = hook_rot_k(apply_rope(k, rope_));
+    const int64_t first = cache ? cache->next_position() : 0;
+    q = hook_rot_q(apply_rope(q, rope_, first));
+    k = hook_rot_k(apply_rope(k, rope_, first));
   }
-  const torch::Tensor z =
-      attention(q, k, v, true, dropout_, is_training(), {&hook_scores, &hook_pattern, &hook_z}).z;
+  if (cache) std::tie(k, v) = cache->append(static_cast<size_t>(layer_), k, v);  // (B, n_kv, Tk, hs)
+  const torch::Tensor z = attention(q, expand_kv(k), expand_kv(v), true, dropout_, is_training(),
+                                    {&hook_scores, &hook_pattern, &hook_z})
+                              .z;                                 // (B, nh, T, hs)
   torch::Tensor y = z.transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
   y = c_proj(y);
   if (is_training() && dropout_ > 0.0) y = torch::dropout(y, dropout_, true);

@@ -2,15 +2,20 @@
 // Causal self-attention, written as the formula
 //     O = softmax_row(Q K^T / sqrt(d_k) + M) V,   M_ij = 0 if j <= i, -inf otherwise
 // so that the scores and the pattern are real tensors one can read. Heads are computed in
-// one batched matmul; q, k and v come from one Linear (c_attn) stacked in that order.
-// Hook points (blocks.L.attn.*): hook_q, hook_k, hook_v (B, nh, T, hs), hook_scores and
-// hook_pattern (B, nh, T, T), hook_z (B, nh, T, hs); with rotary positions also
-// hook_rot_q and hook_rot_k (B, nh, T, hs), q and k after the rotation.
+// one batched matmul; q, k and v come from one Linear (c_attn) stacked in that order:
+// (C + 2 n_kv hs, C). With grouped-query attention (n_kv_head < n_head) each key/value head
+// serves n_head / n_kv_head query heads in a row (query head h reads kv head h / group).
+// Hook points (blocks.L.attn.*): hook_q (B, nh, T, hs), hook_k, hook_v (B, n_kv, T, hs),
+// hook_scores and hook_pattern (B, nh, T, Tk), hook_z (B, nh, T, hs); with rotary positions
+// also hook_rot_q and hook_rot_k, q and k after the rotation. Tk = T without a KV cache, the
+// cached positions plus T with one.
 
 #include <torch/torch.h>
 
 #include "model/config.h"
 #include "model/hook_point.h"
+#include "model/linear.h"
+#include "model/kv_cache.h"
 #include "model/rope.h"
 
 namespace tinylm {
@@ -21,7 +26,9 @@ struct AttentionResult {
   torch::Tensor z;        // (B, nh, T, hs) pattern @ v
 };
 
-// Q K^T / sqrt(d_k) + M for q, k (B, nh, T, hs) -> (B, nh, T, T); M only with `causal`.
+// Q K^T / sqrt(d_k) + M for q (B, nh, T, hs), k (B, nh, Tk, hs) -> (B, nh, T, Tk); M only
+// with `causal`. When Tk > T the queries are the last T positions of the keys' (a KV cache):
+// query i sees keys j <= Tk - T + i.
 torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal);
 
 // Hook points to pass the scores, the pattern and z through, each optional: the module's
@@ -32,7 +39,7 @@ struct AttentionHooks {
   const HookPoint* z = nullptr;
 };
 
-// q, k, v: (B, nh, T, hs). With `causal`, position i sees positions j <= i only.
+// q (B, nh, T, hs), k and v (B, nh, Tk, hs). With `causal`, position i sees positions j <= i only.
 // Dropout on the pattern applies only when `training` and dropout > 0.
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           bool causal, double dropout = 0.0, bool training = false,
@@ -43,10 +50,22 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // `layer` names the hook points: blocks.{layer}.attn.hook_q, ...
   CausalSelfAttentionImpl(const ModelConfig& config, int64_t layer);
 
-  torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
+  // (B, T, C) -> (B, T, C). With a cache, x holds the tokens after the cached ones, at
+  // absolute positions from cache->next_position(); their keys and values join the cache.
+  torch::Tensor forward(const torch::Tensor& x, KVCache* cache = nullptr);
 
-  torch::nn::Linear c_attn{nullptr};  // (3C, C): q, k, v
-  torch::nn::Linear c_proj{nullptr};  // (C, C)
+  struct Heads {
+    torch::Tensor q;  // (B, nh, T, hs)
+    torch::Tensor k;  // (B, n_kv, T, hs)
+    torch::Tensor v;  // (B, n_kv, T, hs)
+  };
+  // q, k and v of x (B, T, C), before rotation and before any hook.
+  Heads project(const torch::Tensor& x);
+  // k or v (B, n_kv, T, hs) -> (B, nh, T, hs), each kv head repeated for its query heads.
+  torch::Tensor expand_kv(const torch::Tensor& t) const;
+
+  Linear c_attn{nullptr};  // (C + 2 n_kv hs, C): q, k, v
+  Linear c_proj{nullptr};  // (C, C)
 
   HookPoint hook_q, hook_k, hook_v, hook_rot_q, hook_rot_k, hook_scores, hook_pattern, hook_z;
 
@@ -54,7 +73,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   const RopeTables& rope() const { return rope_; }
 
  private:
-  int64_t n_head_;
+  int64_t layer_;
+  int64_t n_head_, n_kv_head_;
   double dropout_;
   RopeTables rope_;  // pos_encoding = rope only
 };

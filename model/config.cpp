@@ -33,6 +33,13 @@ void ModelConfig::validate() const {
   require(pos_encoding != "rope" || (n_embd / n_head) % 2 == 0,
           "model.n_embd / model.n_head (the head size) must be even for rope (got " +
               std::to_string(n_embd / n_head) + ")");
+  require(norm == "layernorm" || norm == "rmsnorm",
+          "model.norm must be one of layernorm, rmsnorm (got \"" + norm + "\")");
+  require(mlp == "gelu" || mlp == "swiglu",
+          "model.mlp must be one of gelu, swiglu (got \"" + mlp + "\")");
+  require(n_kv_head >= 0 && (n_kv_head == 0 || n_head % n_kv_head == 0),
+          "model.n_kv_head must divide model.n_head (" + std::to_string(n_head) +
+              "), or be 0 for n_head (got " + std::to_string(n_kv_head) + ")");
   require(pos_encoding != "sinusoidal" || n_embd % 2 == 0,
           "model.n_embd must be even for sinusoidal positions (got " + std::to_string(n_embd) +
               ")");

@@ -4,52 +4,108 @@
 #include <stdexcept>
 
 namespace tinylm {
+namespace {
 
-int64_t sample_token(const torch::Tensor& logits, const SamplingOptions& options,
-                     torch::Generator& generator) {
-  torch::Tensor scores = logits.to(torch::kFloat32).flatten();  // (V,)
-  if (options.temperature <= 0.0) return scores.argmax().item<int64_t>();
+// One step of generation: the logits after the last block_size of tokens[:, :length], with
+// or without the cache.
+class Stepper {
+ public:
+  Stepper(GPT& model, bool use_cache) : model_(model), use_cache_(use_cache), cache_(model->make_cache()) {}
+
+  // Logits (B, V) for the position after tokens[:, :length], where the tokens before the
+  // last `fresh` ones were seen by earlier calls.
+  torch::Tensor next(const torch::Tensor& tokens, int64_t length, int64_t fresh) {
+    const ModelConfig& c = model_->config();
+    const int64_t window = std::min(length, c.block_size);
+    torch::Tensor logits;
+    if (!use_cache_) {
+      logits = model_->forward(tokens.narrow(1, length - window, window));
+    } else {
+      if (!c.relative_positions() && cache_.length() + fresh > c.block_size) {
+        cache_.clear();  // every position in the window moved: re-encode it
+      }
+      if (cache_.length() == 0) fresh = window;
+      logits = model_->forward(tokens.narrow(1, length - fresh, fresh), cache_);
+    }
+    return logits.select(1, -1);  // (B, V)
+  }
+
+ private:
+  GPT& model_;
+  bool use_cache_;
+  KVCache cache_;
+};
+
+}  // namespace
+
+torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& options,
+                            torch::Generator& generator) {
+  torch::Tensor scores = logits.to(torch::kFloat32);  // (B, V)
+  if (options.temperature <= 0.0) return scores.argmax(-1);
   scores = scores / options.temperature;
   const double neg_inf = -std::numeric_limits<double>::infinity();
-  const int64_t V = scores.size(0);
+  const int64_t V = scores.size(-1);
   if (options.top_k > 0 && options.top_k < V) {
-    const torch::Tensor kth = std::get<0>(scores.topk(options.top_k)).index({-1});
+    const torch::Tensor kth = std::get<0>(scores.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
     scores = scores.masked_fill(scores < kth, neg_inf);
   }
   if (options.top_p < 1.0) {
-    const auto [sorted, order] = scores.sort(/*dim=*/0, /*descending=*/true);  // (V,)
-    const torch::Tensor probs = torch::softmax(sorted, 0);
+    const auto [sorted, order] = scores.sort(/*dim=*/-1, /*descending=*/true);  // (B, V)
+    const torch::Tensor probs = torch::softmax(sorted, -1);
     // Drop a token when the mass before it already reaches top_p; the first always stays.
-    const torch::Tensor drop_sorted = (probs.cumsum(0) - probs) >= options.top_p;
-    const torch::Tensor drop = torch::zeros_like(drop_sorted).scatter(0, order, drop_sorted);
+    const torch::Tensor drop_sorted = (probs.cumsum(-1) - probs) >= options.top_p;
+    const torch::Tensor drop = torch::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
     scores = scores.masked_fill(drop, neg_inf);
   }
-  const torch::Tensor probs = torch::softmax(scores, 0);
-  return torch::multinomial(probs, 1, false, generator).item<int64_t>();
+  const torch::Tensor probs = torch::softmax(scores, -1);
+  return torch::multinomial(probs, 1, false, generator).squeeze(-1);  // (B,)
 }
 
-std::vector<int64_t> generate(GPT& model, std::vector<int64_t> context, int64_t max_new_tokens,
-                              const SamplingOptions& options, torch::Generator& generator,
-                              const std::function<void(int64_t)>& on_token) {
+int64_t sample_token(const torch::Tensor& logits, const SamplingOptions& options,
+                     torch::Generator& generator) {
+  return sample_tokens(logits.flatten().unsqueeze(0), options, generator).item<int64_t>();
+}
+
+std::vector<std::vector<int64_t>> generate(GPT& model, const std::vector<int64_t>& context,
+                                           const GenerationOptions& options,
+                                           torch::Generator& generator,
+                                           const TokenCallback& on_token) {
   if (context.empty()) throw std::invalid_argument("generation needs at least one context token");
-  torch::NoGradGuard no_grad;
+  c10::InferenceMode inference;  // no autograd bookkeeping at all
   model->eval();
-  const auto block = static_cast<size_t>(model->config().block_size);
-  std::vector<int64_t> produced;
-  produced.reserve(static_cast<size_t>(max_new_tokens));
-  for (int64_t n = 0; n < max_new_tokens; ++n) {
-    const size_t start = context.size() > block ? context.size() - block : 0;
-    const torch::Tensor idx =
-        torch::tensor(std::vector<int64_t>(context.begin() + static_cast<std::ptrdiff_t>(start),
-                                           context.end()))
-            .unsqueeze(0);                                   // (1, T)
-    const torch::Tensor logits = model->forward(idx);        // (1, T, V)
-    const int64_t next = sample_token(logits[0][-1], options, generator);
-    context.push_back(next);
-    produced.push_back(next);
-    if (on_token) on_token(next);
+  const int64_t B = options.num_samples, prompt = static_cast<int64_t>(context.size());
+  // Every sample's tokens so far, (B, prompt + max_new_tokens).
+  torch::Tensor tokens = torch::empty({B, prompt + options.max_new_tokens}, torch::kInt64);
+  tokens.narrow(1, 0, prompt).copy_(torch::tensor(context).unsqueeze(0));
+  std::vector<std::vector<int64_t>> produced(static_cast<size_t>(B));
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  int64_t active = B;
+  Stepper stepper(model, options.use_cache);
+  int64_t length = prompt;
+  for (int64_t n = 0; n < options.max_new_tokens && active > 0; ++n) {
+    const torch::Tensor logits = stepper.next(tokens, length, n == 0 ? prompt : 1);  // (B, V)
+    const torch::Tensor next = sample_tokens(logits, options.sampling, generator);    // (B,)
+    tokens.select(1, length).copy_(next);
+    ++length;
+    const int64_t* ids = next.data_ptr<int64_t>();
+    for (int64_t b = 0; b < B; ++b) {
+      if (done[static_cast<size_t>(b)]) continue;
+      produced[static_cast<size_t>(b)].push_back(ids[b]);
+      if (on_token && !on_token(b, ids[b])) done[static_cast<size_t>(b)] = true, --active;
+    }
   }
   return produced;
+}
+
+torch::Tensor step_logits(GPT& model, const torch::Tensor& tokens, int64_t prompt, bool use_cache) {
+  c10::InferenceMode inference;
+  model->eval();
+  Stepper stepper(model, use_cache);
+  std::vector<torch::Tensor> steps;
+  for (int64_t length = prompt; length <= tokens.size(1); ++length) {
+    steps.push_back(stepper.next(tokens, length, length == prompt ? prompt : 1));
+  }
+  return torch::stack(steps, 1);  // (B, S - prompt + 1, V)
 }
 
 }  // namespace tinylm

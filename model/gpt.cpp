@@ -27,7 +27,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) {
     h.push_back(Block(config, i));
     blocks->push_back(h.back());
   }
-  ln_f = register_module("ln_f", LayerNorm(config.n_embd, config.bias));
+  ln_f = register_module("ln_f", Norm(config.n_embd, config.bias, config.norm));
 }
 
 GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
@@ -36,7 +36,7 @@ GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
   if (!config_.tie_weights) {
     lm_head = register_module(
         "lm_head",
-        torch::nn::Linear(torch::nn::LinearOptions(config_.n_embd, config_.vocab_size).bias(false)));
+        Linear(config_.n_embd, config_.vocab_size, false));
   }
   if (config_.pos_encoding == "sinusoidal") {
     sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
@@ -70,17 +70,31 @@ void GPTImpl::init_weights(torch::Generator& generator) {
   }
 }
 
-torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx) { return forward_impl(idx, nullptr); }
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx, KVCache& cache) {
+  return forward_impl(idx, &cache);
+}
+
+torch::Tensor GPTImpl::forward_impl(const torch::Tensor& idx, KVCache* cache) {
   const int64_t T = idx.size(1);
-  if (T > config_.block_size) {
-    throw std::invalid_argument("sequence of length " + std::to_string(T) +
-                                " is longer than model.block_size " +
-                                std::to_string(config_.block_size));
+  int64_t first = 0;  // the position of idx's first token in the window
+  if (cache) {
+    if (config_.relative_positions()) cache->make_room(T);
+    first = cache->length();
+  }
+  if (first + T > config_.block_size) {
+    throw std::invalid_argument(
+        "sequence of length " + std::to_string(first + T) + (cache ? " (with the cache)" : "") +
+        " is longer than model.block_size " + std::to_string(config_.block_size));
   }
   torch::Tensor x = hook_embed_(transformer->wte(idx));  // (B, T, C)
-  if (const torch::Tensor p = positions(T); p.defined()) x = x + hook_pos_embed_(p);  // (T, C) over B
+  if (const torch::Tensor p = positions(first + T); p.defined()) {
+    x = x + hook_pos_embed_(p.slice(0, first));  // (T, C) over B
+  }
   if (is_training() && config_.dropout > 0.0) x = torch::dropout(x, config_.dropout, true);
-  for (auto& block : transformer->h) x = block(x);
+  for (auto& block : transformer->h) x = block(x, cache);
+  if (cache) cache->advance(T);
   x = hook_normalized_(transformer->ln_f(x));  // (B, T, C)
   return torch::matmul(x, unembedding().t());  // (B, T, V)
 }

@@ -1,6 +1,7 @@
 #pragma once
-// The GPT: token embedding + positions (learned, sinusoidal or none) -> n_layer pre-norm
-// blocks -> ln_f -> lm_head (tied to the token embedding by default). Parameter names are
+// The GPT: token embedding + positions (learned or sinusoidal added to the stream; rope
+// inside attention; or none) -> n_layer pre-norm blocks -> ln_f -> lm_head (tied to the
+// token embedding by default). Parameter names are
 // nanoGPT's (transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...), so a state
 // dict reads the same in both worlds. Knows nothing about files or tokenizers.
 // Hook points: hook_embed (B, T, C), hook_pos_embed (T, C) for learned and sinusoidal, the
@@ -15,7 +16,9 @@
 #include "model/block.h"
 #include "model/config.h"
 #include "model/hook_point.h"
-#include "model/layer_norm.h"
+#include "model/linear.h"
+#include "model/kv_cache.h"
+#include "model/norm.h"
 
 namespace tinylm {
 
@@ -30,7 +33,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::Embedding wte{nullptr};  // (V, C)
   torch::nn::Embedding wpe{nullptr};  // (block_size, C), learned positions only
   std::vector<Block> h;
-  LayerNorm ln_f{nullptr};
+  Norm ln_f{nullptr};
 };
 TORCH_MODULE(Transformer);
 
@@ -44,6 +47,11 @@ class GPTImpl : public torch::nn::Module {
   void init_weights(torch::Generator& generator);
 
   torch::Tensor forward(const torch::Tensor& idx);  // (B, T) int64 -> logits (B, T, V)
+  // The same with a KV cache (model/kv_cache.h): idx holds the tokens after the cached ones;
+  // logits (B, T, V) for them. With relative positions a full cache drops its oldest
+  // positions to make room; with absolute ones a forward past block_size is an error.
+  torch::Tensor forward(const torch::Tensor& idx, KVCache& cache);
+  KVCache make_cache() const { return KVCache(config_.n_layer, config_.block_size); }
 
   // The position table's first T rows (T, C); undefined for rope and none (nothing is added).
   torch::Tensor positions(int64_t T) const;
@@ -62,9 +70,11 @@ class GPTImpl : public torch::nn::Module {
   int64_t num_parameters() const;
 
   Transformer transformer{nullptr};
-  torch::nn::Linear lm_head{nullptr};  // only when !tie_weights
+  Linear lm_head{nullptr};  // only when !tie_weights
 
  private:
+  torch::Tensor forward_impl(const torch::Tensor& idx, KVCache* cache);
+
   ModelConfig config_;
   torch::Tensor sinusoid_;  // (block_size, C) buffer, sinusoidal positions only
   HookPoint hook_embed_{"hook_embed"}, hook_pos_embed_{"hook_pos_embed"},

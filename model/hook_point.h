@@ -46,11 +46,6 @@ class HookPoint {
   using Hooks = std::vector<std::pair<uint64_t, HookFn>>;
   friend class HookHandle;
 
-// "blocks.{layer}.{suffix}", the name of a hook point inside block `layer`.
-inline std::string hook_name(int64_t layer, const std::string& suffix) {
-  return "blocks." + std::to_string(layer) + "." + suffix;
-}
-
   std::string name_;
   std::shared_ptr<Hooks> hooks_ = std::make_shared<Hooks>();
   uint64_t next_id_ = 0;

@@ -10,12 +10,12 @@ struct HeadProjections {
   torch::Tensor q, k, v;  // (nh, N, hs) each
 };
 
-// q, k, v of every head for the rows of x (N, C), taken through the block's ln_1 and c_attn.
-HeadProjections project(Block& block, const torch::Tensor& x, int64_t nh) {
-  const int64_t N = x.size(0), C = x.size(1), hs = C / nh;
-  const auto qkv = block->attn->c_attn(block->ln_1(x)).split(C, 1);  // 3 x (N, C)
-  const auto heads = [&](const torch::Tensor& t) { return t.view({N, nh, hs}).transpose(0, 1); };
-  return {heads(qkv[0]), heads(qkv[1]), heads(qkv[2])};
+// q, k, v of every head for the rows of x (N, C), taken through the block's ln_1 and c_attn;
+// with grouped-query attention each head gets its group's k and v.
+HeadProjections project(Block& block, const torch::Tensor& x) {
+  CausalSelfAttention& attn = block->attn;
+  const auto h = attn->project(block->ln_1(x).unsqueeze(0));  // (1, n, N, hs) each
+  return {h.q[0], attn->expand_kv(h.k)[0], attn->expand_kv(h.v)[0]};
 }
 
 }  // namespace
@@ -27,8 +27,11 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
   const int64_t P = std::min(c.block_size, max_positions);
   const torch::Tensor embedding = model->transformer->wte->weight;  // (V, C)
   const torch::Tensor positions = model->positions(P);              // (P, C) or undefined
-  // W_U with ln_f folded in: centring and ln_f's weight, (C, V).
-  const torch::Tensor centre = torch::eye(c.n_embd) - 1.0 / static_cast<double>(c.n_embd);
+  // W_U with ln_f folded in: centring (LayerNorm only) and ln_f's weight, (C, V).
+  const torch::Tensor centre =
+      model->transformer->ln_f->centres()
+          ? torch::eye(c.n_embd) - 1.0 / static_cast<double>(c.n_embd)
+          : torch::eye(c.n_embd);
   const torch::Tensor unembed =
       centre.matmul(torch::diag(model->transformer->ln_f->weight)).matmul(model->unembedding().t());
 
@@ -36,15 +39,15 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
   for (int64_t l = 0; l < L; ++l) {
     Block& block = model->transformer->h[l];
     if (positions.defined()) {
-      const HeadProjections p = project(block, positions, nh);
+      const HeadProjections p = project(block, positions);
       pos_scores.push_back(attention_scores(p.q, p.k, /*causal=*/true));  // (nh, P, P)
     } else if (block->attn->rotary()) {
       // Rotary positions: no content (x = 0, so q and k come from the biases), then rotated.
-      const HeadProjections p = project(block, torch::zeros({P, c.n_embd}), nh);
+      const HeadProjections p = project(block, torch::zeros({P, c.n_embd}));
       const RopeTables& rope = block->attn->rope();
       pos_scores.push_back(attention_scores(apply_rope(p.q, rope), apply_rope(p.k, rope), true));
     }
-    const HeadProjections e = project(block, embedding, nh);
+    const HeadProjections e = project(block, embedding);
     if (V <= max_vocab) tok_scores.push_back(attention_scores(e.q, e.k, /*causal=*/false));
     const torch::Tensor w_o = block->attn->c_proj->weight;  // (C, C): columns are heads' slots
     std::vector<float> layer_copying, layer_top1;

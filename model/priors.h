@@ -9,8 +9,10 @@
 //                    those of x = 0 (q and k from the biases) rotated to positions i and j.
 //   token scores     S[a, b] = q(e_a) . k(e_b) / sqrt(hs) for token embeddings e (no mask).
 //   OV circuit       M = v(e) W_O^h C diag(g_f) W_U^T (V x V): what token a, once attended to,
-//                    adds to each next-token logit; C centres (ln_f's mean), g_f is ln_f's
-//                    weight and ln_f's scale is left out (positive, it changes no ratio).
+//                    adds to each next-token logit; C centres (ln_f's mean; identity for
+//                    RMSNorm), g_f is ln_f's weight and ln_f's scale is left out (positive,
+//                    it changes no ratio). With grouped-query attention a head's W_K and
+//                    W_V are its group's.
 //                    copying = trace(M) / sum |eigenvalues(M)|, in [-1, 1] (1: a pure copier);
 //                    top1 = fraction of tokens a whose own logit M[a, a] is the row's largest.
 

@@ -16,9 +16,13 @@ struct RopeTables {
   torch::Tensor sin;  // (block_size, hs / 2)
 };
 
-RopeTables rope_tables(int64_t block_size, int64_t head_size, double base = 10000.0);
+// The angles of positions first .. first + count - 1, computed in double: exact to float
+// rounding at any position.
+RopeTables rope_tables(int64_t count, int64_t head_size, int64_t first = 0);
 
-// x: (..., T, hs) at positions 0..T-1 -> the same shape, rotated.
-torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables);
+// x: (..., T, hs) at positions first .. first + T - 1 -> the same shape, rotated. `tables`
+// holds positions from 0; positions past its end (a KV cache sliding beyond block_size) are
+// computed on the spot.
+torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables, int64_t first = 0);
 
 }  // namespace tinylm

@@ -67,10 +67,34 @@ TEST(Sampling, SameSeedSameText) {
   auto init = at::make_generator<at::CPUGeneratorImpl>(1);
   model->init_weights(init);
   auto a = at::make_generator<at::CPUGeneratorImpl>(3), b = at::make_generator<at::CPUGeneratorImpl>(3);
-  const auto first = generate(model, {1, 2}, 20, {}, a);   // longer than block_size: cropped
-  const auto second = generate(model, {1, 2}, 20, {}, b);
+  GenerationOptions o;
+  o.max_new_tokens = 20;  // longer than block_size: the window slides
+  const auto first = generate(model, {1, 2}, o, a);
+  const auto second = generate(model, {1, 2}, o, b);
   EXPECT_EQ(first, second);
-  EXPECT_EQ(first.size(), 20u);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].size(), 20u);
+}
+
+TEST(Sampling, EachRowOfABatchIsFilteredOnItsOwn) {
+  // Row 0 has one clear winner (p = .987); row 1 two near-equal ones (.493 and .488).
+  const torch::Tensor logits = torch::tensor({{0.0f, 5.0f, 0.0f}, {3.0f, 0.0f, 3.01f}});
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(5);
+  const auto seen = [&](const SamplingOptions& o) {
+    std::vector<std::set<int64_t>> rows(2);
+    for (int i = 0; i < 300; ++i) {
+      const torch::Tensor ids = sample_tokens(logits, o, rng);  // (2,)
+      rows[0].insert(ids[0].item<int64_t>()), rows[1].insert(ids[1].item<int64_t>());
+    }
+    return rows;
+  };
+  SamplingOptions o;
+  o.top_p = 0.45;
+  EXPECT_EQ(seen(o), (std::vector<std::set<int64_t>>{{1}, {2}}));
+  o.top_p = 0.6;
+  EXPECT_EQ(seen(o), (std::vector<std::set<int64_t>>{{1}, {0, 2}}));
+  o.top_p = 1.0, o.top_k = 2;
+  EXPECT_EQ(seen(o), (std::vector<std::set<int64_t>>{{0, 1, 2}, {0, 2}}));
 }
 
 }  // namespace

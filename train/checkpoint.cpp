@@ -81,7 +81,9 @@ json model_config_to_json(const ModelConfig& c) {
           {"n_embd", c.n_embd},     {"block_size", c.block_size},
           {"vocab_size", c.vocab_size}, {"dropout", c.dropout},
           {"bias", c.bias},         {"pos_encoding", c.pos_encoding},
-          {"tie_weights", c.tie_weights}, {"attn_only", c.attn_only}};
+          {"tie_weights", c.tie_weights}, {"attn_only", c.attn_only},
+          {"norm", c.norm},         {"mlp", c.mlp},
+          {"n_kv_head", c.n_kv_head}};  // 0 = n_head
 }
 
 ModelConfig model_config_from_json(const json& doc, const std::string& source) {
@@ -103,7 +105,11 @@ ModelConfig model_config_from_json(const json& doc, const std::string& source) {
   get("bias", c.bias, &json::is_boolean, "a boolean");
   get("pos_encoding", c.pos_encoding, &json::is_string, "a string");
   get("tie_weights", c.tie_weights, &json::is_boolean, "a boolean");
+  // Absent in runs from before these options: the GPT-2 block.
   if (doc.contains("attn_only")) get("attn_only", c.attn_only, &json::is_boolean, "a boolean");
+  if (doc.contains("norm")) get("norm", c.norm, &json::is_string, "a string");
+  if (doc.contains("mlp")) get("mlp", c.mlp, &json::is_string, "a string");
+  if (doc.contains("n_kv_head")) get("n_kv_head", c.n_kv_head, &json::is_number_integer, "an integer");
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {

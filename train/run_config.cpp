@@ -87,6 +87,9 @@ const std::vector<Field>& schema() {
       field("model.dropout", &RunConfig::model, &ModelConfig::dropout),
       field("model.bias", &RunConfig::model, &ModelConfig::bias),
       field("model.pos_encoding", &RunConfig::model, &ModelConfig::pos_encoding),
+      field("model.norm", &RunConfig::model, &ModelConfig::norm),
+      field("model.mlp", &RunConfig::model, &ModelConfig::mlp),
+      field("model.n_kv_head", &RunConfig::model, &ModelConfig::n_kv_head),
       field("model.tie_weights", &RunConfig::model, &ModelConfig::tie_weights),
       field("model.attn_only", &RunConfig::model, &ModelConfig::attn_only),
       field("model.init_std", &RunConfig::model, &ModelConfig::init_std),
@@ -121,6 +124,7 @@ const std::vector<Field>& schema() {
       field("train.eval_iters", &RunConfig::train, &TrainConfig::eval_iters),
       field("train.log_interval", &RunConfig::train, &TrainConfig::log_interval),
       field("train.seed", &RunConfig::train, &TrainConfig::seed),
+      field("train.dtype", &RunConfig::train, &TrainConfig::dtype),
       field("sample.prompt", &RunConfig::sample, &SampleConfig::prompt),
       field("sample.max_new_tokens", &RunConfig::sample, &SampleConfig::max_new_tokens),
       field("sample.temperature", &RunConfig::sample, &SampleConfig::temperature),
@@ -128,6 +132,7 @@ const std::vector<Field>& schema() {
       field("sample.top_p", &RunConfig::sample, &SampleConfig::top_p),
       field("sample.num_samples", &RunConfig::sample, &SampleConfig::num_samples),
       field("sample.seed", &RunConfig::sample, &SampleConfig::seed),
+      field("sample.stop", &RunConfig::sample, &SampleConfig::stop),
   };
   return fields;
 }
@@ -242,6 +247,8 @@ void RunConfig::validate() const {
   require(!t.decay_lr || t.lr_decay_iters > t.warmup_iters,
           "train.lr_decay_iters (" + std::to_string(t.lr_decay_iters) +
               ") must be greater than train.warmup_iters (" + std::to_string(t.warmup_iters) + ")");
+  require(t.dtype == "float32" || t.dtype == "bfloat16",
+          "train.dtype must be one of float32, bfloat16 (got \"" + t.dtype + "\")");
   require(t.beta1 >= 0.0 && t.beta1 < 1.0, "train.beta1 must be in [0, 1) (got " + str(t.beta1) + ")");
   require(t.beta2 >= 0.0 && t.beta2 < 1.0, "train.beta2 must be in [0, 1) (got " + str(t.beta2) + ")");
   require(t.weight_decay >= 0.0,

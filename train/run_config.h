@@ -49,6 +49,9 @@ struct TrainConfig {
   int64_t eval_iters = 20;
   int64_t log_interval = 10;
   int64_t seed = 1337;
+  // float32 | bfloat16: the precision of the forward and backward matmuls (autocast);
+  // weights, optimizer state and the loss stay float32.
+  std::string dtype = "float32";
 };
 
 struct SampleConfig {
@@ -59,9 +62,10 @@ struct SampleConfig {
   double top_p = 1.0;
   int64_t num_samples = 1;
   int64_t seed = 1337;
+  std::string stop;  // a sample ends after the first occurrence of this text; empty = never
 };
 
-// Generation without a cache costs a forward pass per token; beyond this it is a mistake.
+// A bound against typos (a sample this long is megabytes of text).
 inline constexpr int64_t kMaxNewTokensLimit = 100000;
 
 struct RunConfig {

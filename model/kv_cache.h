@@ -1,0 +1,46 @@
+#pragma once
+// The keys and values of the positions a generation has seen, per layer, so that each new
+// token's are computed once. Holds at most block_size positions. When it is full:
+//   - relative positions (rope, none): the oldest positions are dropped and generation goes
+//     on; keys keep their absolute rotation, which is all a score depends on (i - j);
+//   - absolute positions (learned, sinusoidal): every cached key carries its position in the
+//     window, which shifts; the caller clears the cache and re-encodes the window.
+// Storage (B, n_kv_head, block_size, hs) per layer is allocated at the first append.
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+namespace tinylm {
+
+class KVCache {
+ public:
+  KVCache(int64_t n_layer, int64_t capacity) : k_(n_layer), v_(n_layer), capacity_(capacity) {}
+
+  int64_t length() const { return length_; }      // positions held
+  int64_t capacity() const { return capacity_; }  // block_size
+  // The absolute position of the next token: counts the dropped ones too.
+  int64_t next_position() const { return dropped_ + length_; }
+
+  void clear() { length_ = 0, dropped_ = 0; }
+
+  // Drops the oldest positions so that n more fit. Throws when n > capacity.
+  void make_room(int64_t n);
+
+  // Writes layer `layer`'s k and v (B, n_kv, T, hs) after the held positions and returns the
+  // whole (B, n_kv, length + T, hs) of that layer. The length moves on in advance(), once
+  // every layer has appended.
+  std::pair<torch::Tensor, torch::Tensor> append(size_t layer, const torch::Tensor& k,
+                                                 const torch::Tensor& v);
+  void advance(int64_t n) { length_ += n; }
+
+ private:
+  std::vector<torch::Tensor> k_, v_;  // (B, n_kv, capacity, hs) each
+  int64_t capacity_;
+  int64_t length_ = 0;
+  int64_t dropped_ = 0;
+};
+
+}  // namespace tinylm

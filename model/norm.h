@@ -1,0 +1,36 @@
+#pragma once
+// The normalisation before attention, before the MLP and before the unembedding (ln_1, ln_2,
+// ln_f, names kept whatever the kind):
+//   layernorm  (x - mean) / sqrt(var + eps) * weight + bias   (bias only with model.bias)
+//   rmsnorm    x / sqrt(mean(x^2) + eps) * weight              (never a bias; LLaMA's)
+// eps = 1e-5 for both, as in PyTorch's LayerNorm and nanoGPT.
+
+#include <string>
+
+#include <torch/torch.h>
+
+namespace tinylm {
+
+class NormImpl : public torch::nn::Module {
+ public:
+  NormImpl(int64_t n_embd, bool bias, std::string kind) : kind_(std::move(kind)) {
+    weight = register_parameter("weight", torch::ones({n_embd}));
+    if (bias && kind_ == "layernorm") this->bias = register_parameter("bias", torch::zeros({n_embd}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {  // (..., C) -> (..., C)
+    if (kind_ == "rmsnorm") return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
+    return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);
+  }
+  // Whether the output is centred (mean 0 before the weight): layernorm yes, rmsnorm no.
+  bool centres() const { return kind_ == "layernorm"; }
+
+  torch::Tensor weight;
+  torch::Tensor bias;  // undefined without a bias
+
+ private:
+  static constexpr double kEps = 1e-5;
+  std::string kind_;
+};
+TORCH_MODULE(Norm);
+
+}  // namespace tinylm

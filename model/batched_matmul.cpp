@@ -2,13 +2,10 @@
 
 #include <ATen/Parallel.h>
 
+#include "model/blas.h"
+
 namespace tinylm {
 namespace {
-
-// The Fortran BLAS that LibTorch itself links (OpenBLAS here).
-extern "C" void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
-                       const int* k, const float* alpha, const float* a, const int* lda,
-                       const float* b, const int* ldb, const float* beta, float* c, const int* ldc);
 
 // A row-major (N, r, c) float matrix stack as BLAS sees it: contiguous rows, or the
 // transpose of contiguous rows (a .transpose(1, 2) view), with any batch stride.

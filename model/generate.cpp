@@ -1,5 +1,7 @@
 #include "model/generate.h"
 
+#include "model/decode_step.h"
+
 #include <limits>
 #include <stdexcept>
 
@@ -25,6 +27,9 @@ class Stepper {
         cache_.clear();  // every position in the window moved: re-encode it
       }
       if (cache_.length() == 0) fresh = window;
+      if (fresh == 1 && can_decode_directly(model_, cache_)) {
+        return decode_step(model_, tokens.select(1, length - 1), cache_);  // (B, V)
+      }
       logits = model_->forward(tokens.narrow(1, length - fresh, fresh), cache_);
     }
     return logits.select(1, -1);  // (B, V)

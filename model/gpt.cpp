@@ -115,6 +115,13 @@ std::vector<std::string> GPTImpl::hook_names() const {
   return names;
 }
 
+bool GPTImpl::has_hooks() const {
+  for (const HookPoint* point : hook_points_) {
+    if (point->has_hooks()) return true;
+  }
+  return false;
+}
+
 HookPoint& GPTImpl::hook_point(const std::string& name) {
   const auto it = by_name_.find(name);
   if (it != by_name_.end()) return *it->second;

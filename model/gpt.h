@@ -60,6 +60,7 @@ class GPTImpl : public torch::nn::Module {
 
   // Hook point names in the order the forward pass reaches them.
   std::vector<std::string> hook_names() const;
+  bool has_hooks() const;
   // Throws std::invalid_argument naming the closest valid name when there is none such.
   HookPoint& hook_point(const std::string& name);
   [[nodiscard]] HookHandle add_hook(const std::string& name, HookFn hook) {

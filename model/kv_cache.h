@@ -5,7 +5,10 @@
 //     on; keys keep their absolute rotation, which is all a score depends on (i - j);
 //   - absolute positions (learned, sinusoidal): every cached key carries its position in the
 //     window, which shifts; the caller clears the cache and re-encodes the window.
-// Storage (B, n_kv_head, block_size, hs) per layer is allocated at the first append.
+// Storage (B, n_kv_head, 2 block_size, hs) per layer is allocated at the first append. The
+// held positions are a contiguous range of it that moves forward as the oldest are dropped;
+// only when it reaches the end is it copied back to the start, once every block_size
+// tokens rather than on every token.
 
 #include <cstdint>
 #include <utility>
@@ -17,14 +20,15 @@ namespace tinylm {
 
 class KVCache {
  public:
-  KVCache(int64_t n_layer, int64_t capacity) : k_(n_layer), v_(n_layer), capacity_(capacity) {}
+  KVCache(int64_t n_layer, int64_t capacity)
+      : k_(static_cast<size_t>(n_layer)), v_(static_cast<size_t>(n_layer)), capacity_(capacity) {}
 
   int64_t length() const { return length_; }      // positions held
   int64_t capacity() const { return capacity_; }  // block_size
   // The absolute position of the next token: counts the dropped ones too.
   int64_t next_position() const { return dropped_ + length_; }
 
-  void clear() { length_ = 0, dropped_ = 0; }
+  void clear() { length_ = 0, dropped_ = 0, offset_ = 0; }
 
   // Drops the oldest positions so that n more fit. Throws when n > capacity.
   void make_room(int64_t n);
@@ -36,11 +40,19 @@ class KVCache {
                                                  const torch::Tensor& v);
   void advance(int64_t n) { length_ += n; }
 
+  // Layer `layer`'s whole storage (B, n_kv, 2 capacity, hs), undefined before its first
+  // append, and where the held positions begin in it: for code that writes the next
+  // position (at offset() + length()) itself, after make_room(1), then calls advance().
+  const torch::Tensor& keys(size_t layer) const { return k_.at(layer); }
+  const torch::Tensor& values(size_t layer) const { return v_.at(layer); }
+  int64_t offset() const { return offset_; }
+
  private:
-  std::vector<torch::Tensor> k_, v_;  // (B, n_kv, capacity, hs) each
+  std::vector<torch::Tensor> k_, v_;  // (B, n_kv, 2 capacity, hs) each
   int64_t capacity_;
   int64_t length_ = 0;
   int64_t dropped_ = 0;
+  int64_t offset_ = 0;  // the storage index of the oldest held position
 };
 
 }  // namespace tinylm

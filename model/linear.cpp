@@ -2,12 +2,9 @@
 
 #include <cmath>
 
+#include "model/blas.h"
+
 namespace tinylm {
-namespace {
-// At and below this many rows, matrix-vector products beat sgemm's packing (measured: 1 to 4
-// rows of the 128-wide baby model).
-constexpr int64_t kMaxVectorRows = 4;
-}  // namespace
 
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
   // torch::nn::Linear's init, U(-1/sqrt(in), 1/sqrt(in)); GPT::init_weights replaces it.
@@ -18,7 +15,7 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   const int64_t in = x.size(-1), rows = x.numel() / std::max<int64_t>(in, 1);
-  const bool vector_path = rows <= kMaxVectorRows && !torch::GradMode::is_enabled() &&
+  const bool vector_path = rows <= kMaxMatrixVectorRows && !torch::GradMode::is_enabled() &&
                            x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
                            weight.scalar_type() == torch::kFloat32;
   if (!vector_path) return torch::nn::functional::linear(x, weight, bias);

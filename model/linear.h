@@ -2,10 +2,8 @@
 // y = x W^T + b, with W (out, in) and b (out) named weight and bias as in torch::nn::Linear,
 // so state dicts read the same. One difference in speed, not in numbers' meaning: for a few
 // rows without autograd (generation with a KV cache: one row per sample) it runs one
-// matrix-vector product per row. OpenBLAS's sgemm copies ("packs") the whole weight on every
-// call, which at one row costs about 4x the product itself (measured on this machine:
-// 28% of a cached sampling step in sgemm_incopy against 7% in the kernel); sgemv streams it
-// once.
+// matrix-vector product per row (model/blas.h says why: measured, 28% of a cached sampling
+// step went to sgemm packing the weights against 7% in its kernel).
 
 #include <cstdint>
 

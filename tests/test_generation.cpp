@@ -8,6 +8,8 @@
 
 #include <string>
 
+#include "model/ablation.h"
+#include "model/decode_step.h"
 #include "model/generate.h"
 #include "random_model.h"
 
@@ -90,6 +92,26 @@ TEST_P(KVCacheEquality, PastBlockSizeTheWindowSlides) {
   EXPECT_TRUE(torch::isfinite(cached).all().item<bool>());
 }
 
+TEST_P(KVCacheEquality, DirectStepEqualsTheOperatorPath) {
+  // decode_step against GPT::forward with a cache, from the same cached prompt, over a
+  // whole window and (relative positions) past it.
+  const ModelConfig c = config_of(GetParam());
+  GPT model = test::random_model(c);
+  const torch::Tensor tokens = random_tokens(3, 2 * c.block_size, c.vocab_size, 14);
+  torch::NoGradGuard no_grad;
+  KVCache direct = model->make_cache(), operators = model->make_cache();
+  model->forward(tokens.narrow(1, 0, 2), direct);
+  model->forward(tokens.narrow(1, 0, 2), operators);
+  const int64_t end = c.relative_positions() ? tokens.size(1) : c.block_size;
+  for (int64_t t = 2; t < end; ++t) {
+    ASSERT_TRUE(can_decode_directly(model, direct));
+    const torch::Tensor a = decode_step(model, tokens.select(1, t), direct);                   // (B, V)
+    const torch::Tensor b = model->forward(tokens.narrow(1, t, 1), operators).select(1, 0);  // (B, V)
+    ASSERT_LE((a - b).abs().max().item<double>(), 1e-5) << "position " << t;
+  }
+  EXPECT_EQ(direct.next_position(), operators.next_position());
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllEncodingsAndBlocks, KVCacheEquality,
     ::testing::Values(Variant{"learned"}, Variant{"sinusoidal"}, Variant{"rope"}, Variant{"none"},
@@ -148,6 +170,24 @@ TEST(Generation, CacheOnOrOffDrawsTheSameTokens) {
     o.use_cache = false;
     EXPECT_EQ(generate(model, {5}, o, b), cached) << pos;
   }
+}
+
+TEST(Generation, HooksTakeTheOperatorPathAndSeeEveryStep) {
+  // An ablated head must stay ablated with the cache: the direct step cannot run hooks.
+  ModelConfig c = config_of({"rope"});
+  GPT model = test::random_model(c);
+  const torch::Tensor tokens = random_tokens(2, c.block_size, c.vocab_size, 15);
+  const torch::Tensor plain = step_logits(model, tokens, 2, true);
+  const auto handles = zero_ablate(model, {{0, 1}, {1, 2}});
+  KVCache cache = model->make_cache();
+  {
+    torch::NoGradGuard no_grad;
+    model->forward(tokens.narrow(1, 0, 2), cache);
+  }
+  EXPECT_FALSE(can_decode_directly(model, cache));
+  const torch::Tensor cached = step_logits(model, tokens, 2, true);
+  EXPECT_LE((cached - step_logits(model, tokens, 2, false)).abs().max().item<double>(), 1e-5);
+  EXPECT_GT((cached - plain).abs().max().item<double>(), 1e-3);
 }
 
 TEST(Generation, AStopCallbackEndsOnlyItsSample) {

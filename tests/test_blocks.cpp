@@ -147,7 +147,7 @@ TEST(Blocks, ModernRunsSaveAndLoadBitIdentically) {
   config.model = modern_config();
   config.model.vocab_size = 5;
   GPT model = test::random_model(config.model);
-  torch::optim::AdamW optimizer(model->parameters());
+  AdamW optimizer(model, TrainConfig{});
   save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer, {});
   LoadedRun run = load_run(dir.path());
   EXPECT_EQ(run.model->config().norm, "rmsnorm");

@@ -87,7 +87,7 @@ struct SavedRun {
     model = GPT(config.model);
     auto rng = at::make_generator<at::CPUGeneratorImpl>(3);
     model->init_weights(rng);
-    torch::optim::AdamW optimizer(model->parameters());
+    AdamW optimizer(model, TrainConfig{});
     save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer, {});
   }
 };
@@ -143,7 +143,7 @@ TEST(Checkpoint, DamagedRunFilesAreClearErrors) {
 
 TEST(Checkpoint, WritesReplaceFilesWithoutLeavingTemporaries) {
   SavedRun saved;
-  torch::optim::AdamW optimizer(saved.model->parameters());
+  AdamW optimizer(saved.model, TrainConfig{});
   save_checkpoint(saved.dir.path(), saved.config, CharTokenizer::from_text("abcde"), saved.model, optimizer, {});
   for (const auto& entry : std::filesystem::directory_iterator(saved.dir.path())) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();

@@ -26,11 +26,6 @@ json read_json(const fs::path& path) {
   }
 }
 
-// AdamW keys its per-parameter state by the address of the tensor's implementation.
-std::string optimizer_key(const torch::Tensor& p) {
-  return c10::guts::to_string(p.unsafeGetTensorImpl());
-}
-
 int64_t step_in(const Safetensors& file, const fs::path& path) {
   const auto it = file.metadata.find("step");
   if (it == file.metadata.end()) throw std::runtime_error(path.string() + " records no step");
@@ -151,21 +146,14 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
 }
 
 void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokenizer& tokenizer,
-                     GPT& model, const torch::optim::AdamW& optimizer, const TrainingState& state) {
+                     GPT& model, const AdamW& optimizer, const TrainingState& state) {
   fs::create_directories(dir);
   write_file_atomic(dir / "config.toml", to_toml(config));
   write_file_atomic(dir / "config.json", model_config_to_json(model->config()).dump(2) + "\n");
   tokenizer.save(dir);
   write_model(dir / "model.safetensors", model, state.step);
 
-  NamedTensors moments;
-  for (const auto& item : model->named_parameters()) {
-    const auto it = optimizer.state().find(optimizer_key(item.value()));
-    if (it == optimizer.state().end()) continue;  // no step taken yet
-    const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-    moments.emplace_back("exp_avg." + item.key(), s.exp_avg());
-    moments.emplace_back("exp_avg_sq." + item.key(), s.exp_avg_sq());
-  }
+  NamedTensors moments = optimizer.moments();
   moments.emplace_back("step", torch::tensor(state.step, torch::kInt64));
   save_safetensors(dir / "optimizer.safetensors", moments, {{"step", std::to_string(state.step)}});
 
@@ -212,8 +200,7 @@ LoadedRun load_run(const fs::path& dir) {
   return LoadedRun{std::move(config), std::move(tokenizer), std::move(model)};
 }
 
-void load_optimizer(const fs::path& dir, GPT& model, torch::optim::AdamW& optimizer,
-                    int64_t expected_step) {
+void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step) {
   const fs::path path = dir / "optimizer.safetensors";
   const Safetensors file = load_safetensors(path);
   const int64_t step = step_in(file, path);
@@ -225,21 +212,7 @@ void load_optimizer(const fs::path& dir, GPT& model, torch::optim::AdamW& optimi
                              std::to_string(step) + "); a save was cut short. Resume from " +
                              (dir / "best").string() + " instead");
   }
-  optimizer.state().clear();
-  if (step == 0) return;
-  for (const auto& item : model->named_parameters()) {
-    const auto avg = file.tensors.find("exp_avg." + item.key());
-    const auto avg_sq = file.tensors.find("exp_avg_sq." + item.key());
-    if (avg == file.tensors.end() || avg_sq == file.tensors.end() ||
-        avg->second.sizes() != item.value().sizes() || avg_sq->second.sizes() != item.value().sizes()) {
-      throw std::runtime_error(path.string() + " lacks AdamW moments of the right shape for " + item.key());
-    }
-    auto s = std::make_unique<torch::optim::AdamWParamState>();
-    s->step(step);
-    s->exp_avg(avg->second.clone());
-    s->exp_avg_sq(avg_sq->second.clone());
-    optimizer.state()[optimizer_key(item.value())] = std::move(s);
-  }
+  optimizer.restore(file.tensors, step, path.string());
 }
 
 TrainingState load_training_state(const fs::path& dir) {

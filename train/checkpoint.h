@@ -17,6 +17,7 @@
 #include "data/batches.h"
 #include "data/tokenizer.h"
 #include "model/gpt.h"
+#include "train/adamw.h"
 #include "train/run_config.h"
 
 namespace tinylm {
@@ -50,7 +51,7 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
 // Writes every file of a checkpoint into `dir` (created if needed), state.json last.
 void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
                      const Tokenizer& tokenizer, GPT& model,
-                     const torch::optim::AdamW& optimizer, const TrainingState& state);
+                     const AdamW& optimizer, const TrainingState& state);
 
 // Copies model.safetensors into `model`; names, dtypes and shapes must agree exactly.
 void load_weights(const std::filesystem::path& path, GPT& model);
@@ -59,8 +60,7 @@ void load_weights(const std::filesystem::path& path, GPT& model);
 LoadedRun load_run(const std::filesystem::path& dir);
 
 // Restores AdamW moments and step counts; the file must be from `expected_step`.
-void load_optimizer(const std::filesystem::path& dir, GPT& model, torch::optim::AdamW& optimizer,
-                    int64_t expected_step);
+void load_optimizer(const std::filesystem::path& dir, AdamW& optimizer, int64_t expected_step);
 
 TrainingState load_training_state(const std::filesystem::path& dir);
 

@@ -31,23 +31,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// AdamW with decoupled weight decay on matrices and embeddings (dim >= 2) only; biases and
-// LayerNorm weights are not decayed, as in nanoGPT.
-torch::optim::AdamW make_optimizer(GPT& model, const TrainConfig& t) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (const auto& p : model->parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  const auto options = [&](double weight_decay) {
-    return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(t.learning_rate)
-                                                            .betas({t.beta1, t.beta2})
-                                                            .eps(1e-8)
-                                                            .weight_decay(weight_decay));
-  };
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, options(t.weight_decay));
-  groups.emplace_back(no_decay, options(0.0));
-  return torch::optim::AdamW(std::move(groups));
-}
-
 // Appends one JSON object per line, flushed, and counts the bytes so a checkpoint can say
 // where the log stood.
 class MetricsLog {
@@ -167,13 +150,13 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
   GPT model(config.model);
   model->init_weights(init_rng);
   model->train();
-  torch::optim::AdamW optimizer = make_optimizer(model, t);
+  AdamW optimizer(model, t);
 
   TrainingState state;
   if (options.resume) {
     state = load_training_state(out);
     load_weights(out / "model.safetensors", model);
-    load_optimizer(out, model, optimizer, state.step);
+    load_optimizer(out, optimizer, state.step);
     set_generator_state(train_rng, state.train_rng, (out / "state.json").string());
     set_generator_state(eval_rng, state.eval_rng, (out / "state.json").string());
     auto default_rng = at::detail::getDefaultCPUGenerator();
@@ -219,7 +202,6 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
   double val_loss = std::nan("");
   double step_seconds_avg = 0.0;  // moving average for the ETA
   ProgressLine progress(options.progress);
-  std::vector<torch::Tensor> params = model->parameters();
 
   while (true) {
     const int64_t step = state.step;
@@ -254,7 +236,6 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
 
     const auto t_step = Clock::now();
     const double lr = learning_rate_at(step, t);
-    for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
     double loss_sum = 0.0;
     for (int64_t micro = 0; micro < t.gradient_accumulation_steps; ++micro) {
       const auto [x, y] = epochs ? epochs->next() : data.train.sample(train_rng);  // (B, T), (B, T)
@@ -263,10 +244,10 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
       loss.backward();
       loss_sum += loss.item<double>();
     }
-    const double grad_norm = torch::nn::utils::clip_grad_norm_(
-        params, t.grad_clip > 0.0 ? t.grad_clip : std::numeric_limits<double>::infinity());
-    optimizer.step();
-    for (auto& p : params) p.mutable_grad() = torch::Tensor();  // set to none: no zeroing pass
+    const double grad_norm =
+        optimizer.clip_grad_norm(t.grad_clip > 0.0 ? t.grad_clip : std::numeric_limits<double>::infinity());
+    optimizer.step(lr);
+    optimizer.zero_grad();
     state.step = step + 1;
     const double dt = seconds_since(t_step);
     step_seconds_avg = step == first_step ? dt : 0.9 * step_seconds_avg + 0.1 * dt;

@@ -1,0 +1,93 @@
+#include "train/adamw.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <stdexcept>
+
+namespace tinylm {
+
+AdamW::AdamW(GPT& model, const TrainConfig& config)
+    : beta1_(config.beta1), beta2_(config.beta2), weight_decay_(config.weight_decay) {
+  std::vector<std::pair<std::string, torch::Tensor>> ordered;
+  for (const bool decayed : {true, false}) {
+    for (const auto& item : model->named_parameters()) {
+      if ((item.value().dim() >= 2) == decayed) ordered.emplace_back(item.key(), item.value());
+    }
+  }
+  int64_t total = 0;
+  for (const auto& [name, p] : ordered) {
+    slots_.push_back({name, total, p.numel(), p.sizes().vec()});
+    if (p.dim() >= 2) decayed_ = total + p.numel();
+    total += p.numel();
+  }
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32);
+  params_ = torch::empty({total}, options);
+  grads_ = torch::zeros({total}, options);
+  exp_avg_ = torch::zeros({total}, options);
+  exp_avg_sq_ = torch::zeros({total}, options);
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < ordered.size(); ++i) {
+    torch::Tensor& p = ordered[i].second;
+    const Slot& s = slots_[i];
+    torch::Tensor view = params_.narrow(0, s.offset, s.numel).view(s.shape);
+    view.copy_(p);
+    p.set_data(view);
+    p.mutable_grad() = grads_.narrow(0, s.offset, s.numel).view(s.shape);
+  }
+}
+
+double AdamW::clip_grad_norm(double max_norm) {
+  const double norm = grads_.norm().item<double>();
+  if (std::isfinite(max_norm) && norm > max_norm) grads_.mul_(max_norm / (norm + 1e-6));
+  return norm;
+}
+
+void AdamW::step(double lr) {
+  ++steps_;
+  const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);
+  const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1_, steps_)));
+  const float root_correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(beta2_, steps_)));
+  const float eps = static_cast<float>(eps_);
+  const float decay = static_cast<float>(1.0 - lr * weight_decay_);
+  float* p = params_.data_ptr<float>();
+  const float* g = grads_.data_ptr<float>();
+  float* m = exp_avg_.data_ptr<float>();
+  float* v = exp_avg_sq_.data_ptr<float>();
+  const int64_t decayed = decayed_;
+  at::parallel_for(0, params_.numel(), 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      if (i < decayed) p[i] *= decay;
+      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / root_correction2 + eps);
+    }
+  });
+}
+
+NamedTensors AdamW::moments() const {
+  NamedTensors out;
+  for (const Slot& s : slots_) {
+    out.emplace_back("exp_avg." + s.name, exp_avg_.narrow(0, s.offset, s.numel).view(s.shape));
+    out.emplace_back("exp_avg_sq." + s.name, exp_avg_sq_.narrow(0, s.offset, s.numel).view(s.shape));
+  }
+  return out;
+}
+
+void AdamW::restore(const std::map<std::string, torch::Tensor>& moments, int64_t steps,
+                    const std::string& source) {
+  exp_avg_.zero_(), exp_avg_sq_.zero_();
+  steps_ = steps;
+  if (steps == 0) return;
+  for (const Slot& s : slots_) {
+    for (const auto& [prefix, buffer] : {std::pair{"exp_avg.", &exp_avg_}, {"exp_avg_sq.", &exp_avg_sq_}}) {
+      const auto it = moments.find(prefix + s.name);
+      if (it == moments.end() || it->second.sizes().vec() != s.shape) {
+        throw std::runtime_error(source + " lacks AdamW moments of the right shape for " + s.name);
+      }
+      buffer->narrow(0, s.offset, s.numel).copy_(it->second.reshape({-1}));
+    }
+  }
+}
+
+}  // namespace tinylm

@@ -1,0 +1,56 @@
+#pragma once
+// AdamW over all of a model's parameters at once. The parameters, their gradients and both
+// moments live in four flat buffers, each parameter and gradient a view into them, so a step
+// is one fused pass over the buffers (split over the threads) instead of a dozen operators
+// per parameter, zeroing the gradients is one fill and clipping is one norm. Matrices and
+// embeddings (dim >= 2) come first in the buffers and alone get weight decay, as in nanoGPT.
+// The update is PyTorch's AdamW:
+//   p -= lr * wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "model/gpt.h"
+#include "train/run_config.h"
+#include "train/safetensors.h"
+
+namespace tinylm {
+
+class AdamW {
+ public:
+  // Moves `model`'s parameters into the flat buffer (values unchanged) and gives each a
+  // zero gradient there; autograd then accumulates into it in place.
+  AdamW(GPT& model, const TrainConfig& config);
+
+  void zero_grad() { grads_.zero_(); }
+  // Scales the gradients so that their global L2 norm is at most max_norm (> 0; infinity
+  // for none); returns the norm before.
+  double clip_grad_norm(double max_norm);
+  void step(double lr);
+  int64_t steps() const { return steps_; }
+
+  // "exp_avg.NAME" and "exp_avg_sq.NAME" for every parameter (views), for checkpoints.
+  NamedTensors moments() const;
+  // Restores moments saved by moments() after `steps` steps; throws naming `source` and the
+  // parameter when one is missing or misshapen.
+  void restore(const std::map<std::string, torch::Tensor>& moments, int64_t steps,
+               const std::string& source);
+
+ private:
+  struct Slot {
+    std::string name;
+    int64_t offset, numel;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Slot> slots_;
+  torch::Tensor params_, grads_, exp_avg_, exp_avg_sq_;  // (N,) float32 each
+  int64_t decayed_ = 0;  // the first decayed_ elements get weight decay
+  double beta1_, beta2_, eps_ = 1e-8, weight_decay_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace tinylm

@@ -19,6 +19,7 @@
 #include "train/lr_schedule.h"
 #include "train/progress.h"
 #include "train/run_corpus.h"
+#include "train/train_step.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -236,18 +237,10 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
 
     const auto t_step = Clock::now();
     const double lr = learning_rate_at(step, t);
-    double loss_sum = 0.0;
-    for (int64_t micro = 0; micro < t.gradient_accumulation_steps; ++micro) {
-      const auto [x, y] = epochs ? epochs->next() : data.train.sample(train_rng);  // (B, T), (B, T)
-      const torch::Tensor loss =
-          next_token_loss(model->forward(x), y) / static_cast<double>(t.gradient_accumulation_steps);
-      loss.backward();
-      loss_sum += loss.item<double>();
-    }
-    const double grad_norm =
-        optimizer.clip_grad_norm(t.grad_clip > 0.0 ? t.grad_clip : std::numeric_limits<double>::infinity());
-    optimizer.step(lr);
-    optimizer.zero_grad();
+    const StepResult result = train_step(model, optimizer, t, lr, [&] {
+      return epochs ? epochs->next() : data.train.sample(train_rng);
+    });
+    const double loss_sum = result.loss, grad_norm = result.grad_norm;
     state.step = step + 1;
     const double dt = seconds_since(t_step);
     step_seconds_avg = step == first_step ? dt : 0.9 * step_seconds_avg + 0.1 * dt;

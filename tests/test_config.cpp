@@ -25,14 +25,23 @@ std::string load_error(const std::string& toml) {
 }
 
 TEST(RunConfig, ShippedConfigsLoad) {
-  const RunConfig c = load_run_config(test::source_dir() / "configs/shakespeare_char.toml");
+  const RunConfig c = load_run_config(test::source_dir() / "configs/shakespeare_char_nanogpt.toml");
   EXPECT_EQ(c.model.n_layer, 4);
   EXPECT_EQ(c.model.n_embd, 128);
+  EXPECT_EQ(c.model.pos_encoding, "learned");
   EXPECT_EQ(c.train.batch_size, 12);
   EXPECT_EQ(c.train.max_iters, 2000);
   EXPECT_DOUBLE_EQ(c.train.beta2, 0.99);
   EXPECT_DOUBLE_EQ(c.train.min_lr, 1e-4);
-  EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs/tiny.toml"));
+  // The fast recipe: the same shape with the modern block.
+  const RunConfig fast = load_run_config(test::source_dir() / "configs/shakespeare_char.toml");
+  EXPECT_EQ(fast.model.n_embd, 128);
+  EXPECT_EQ(fast.model.pos_encoding, "rope");
+  EXPECT_EQ(fast.model.norm, "rmsnorm");
+  EXPECT_EQ(fast.model.mlp, "swiglu");
+  for (const char* name : {"tiny", "shakespeare_bpe", "tinystories", "induction"}) {
+    EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs" / (std::string(name) + ".toml"))) << name;
+  }
 }
 
 TEST(RunConfig, CorpusPathIsRelativeToTheConfigFile) {

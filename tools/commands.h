@@ -22,6 +22,7 @@ std::function<int()> add_sample_command(CLI::App& app);
 std::function<int()> add_eval_command(CLI::App& app);
 std::function<int()> add_inspect_command(CLI::App& app);
 std::function<int()> add_prepare_command(CLI::App& app);
+std::function<int()> add_bench_command(CLI::App& app);
 
 // CLI11's leftover arguments (--section.key=value or --section.key value) as overrides.
 std::vector<std::string> parse_overrides(const std::vector<std::string>& extras);

@@ -56,6 +56,8 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, int6
     // Buffers follow .to(device); checkpoints hold parameters only.
     rope_.cos = register_buffer("rope_cos", tables.cos);
     rope_.sin = register_buffer("rope_sin", tables.sin);
+    rope_.cos_full = register_buffer("rope_cos_full", tables.cos_full);
+    rope_.sin_signed = register_buffer("rope_sin_signed", tables.sin_signed);
   }
 }
 

@@ -14,20 +14,21 @@ RopeTables rope_tables(int64_t count, int64_t head_size, int64_t first) {
   const torch::Tensor i = torch::arange(0, head_size / 2, f64);
   const torch::Tensor theta = torch::pow(kBase, -2.0 * i / static_cast<double>(head_size));  // (hs/2,)
   const torch::Tensor angle = torch::arange(first, first + count, f64).unsqueeze(1) * theta;  // (T, hs/2)
-  return {torch::cos(angle).to(torch::kFloat32), torch::sin(angle).to(torch::kFloat32)};
+  const torch::Tensor cos = torch::cos(angle).to(torch::kFloat32), sin = torch::sin(angle).to(torch::kFloat32);
+  return {cos, sin, torch::cat({cos, cos}, 1), torch::cat({-sin, sin}, 1)};
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables, int64_t first) {
   const int64_t T = x.size(-2), half = x.size(-1) / 2;
-  torch::Tensor cos, sin;  // (T, hs/2)
+  torch::Tensor cos, sin;  // (T, hs): cos_full and sin_signed
   if (first + T <= tables.cos.size(0)) {
-    cos = tables.cos.slice(0, first, first + T), sin = tables.sin.slice(0, first, first + T);
+    cos = tables.cos_full.slice(0, first, first + T), sin = tables.sin_signed.slice(0, first, first + T);
   } else {
     const RopeTables beyond = rope_tables(T, x.size(-1), first);
-    cos = beyond.cos.to(x.device()), sin = beyond.sin.to(x.device());
+    cos = beyond.cos_full.to(x.device()), sin = beyond.sin_signed.to(x.device());
   }
-  const torch::Tensor x1 = x.slice(-1, 0, half), x2 = x.slice(-1, half, 2 * half);
-  return torch::cat({x1 * cos - x2 * sin, x1 * sin + x2 * cos}, -1);
+  // [x1, x2] -> [x1 cos - x2 sin, x2 cos + x1 sin]
+  return x * cos + x.roll(half, -1) * sin;
 }
 
 }  // namespace tinylm

@@ -14,6 +14,12 @@ namespace tinylm {
 struct RopeTables {
   torch::Tensor cos;  // (block_size, hs / 2)
   torch::Tensor sin;  // (block_size, hs / 2)
+  // The same, laid out for rotating a whole head in two products:
+  // rope(x) = x * cos_full + roll(x, hs/2) * sin_signed, cos_full = [cos, cos],
+  // sin_signed = [-sin, sin] (T, hs): four operators where slicing and joining the halves
+  // takes nine, forward and backward; the same numbers to the bit.
+  torch::Tensor cos_full;
+  torch::Tensor sin_signed;
 };
 
 // The angles of positions first .. first + count - 1, computed in double: exact to float

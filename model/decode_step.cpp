@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "model/blas.h"
@@ -83,7 +84,12 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
   const ModelConfig& c = model->config();
   const int64_t B = ids.size(0), C = c.n_embd, nh = c.n_head, kvh = c.kv_heads(), hs = c.head_size();
   const int64_t group = nh / kvh, qkv_width = C + 2 * kvh * hs;
-  if (c.relative_positions()) cache.make_room(1);
+  if (c.relative_positions()) {
+    cache.make_room(1);
+  } else if (cache.length() >= cache.capacity()) {
+    throw std::invalid_argument("decode_step: the KV cache is full and " + c.pos_encoding +
+                                " positions cannot slide; clear it and re-encode the window");
+  }
   const int64_t slot = cache.length(), keys = slot + 1;  // the new position and the count
   const int64_t position = c.relative_positions() ? cache.next_position() : slot;
   const auto id = ids.to(torch::kInt64).contiguous();

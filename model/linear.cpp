@@ -15,7 +15,7 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   const int64_t in = x.size(-1), rows = x.numel() / std::max<int64_t>(in, 1);
-  const bool vector_path = rows <= kMaxMatrixVectorRows && !torch::GradMode::is_enabled() &&
+  const bool vector_path = rows >= 1 && rows <= kMaxMatrixVectorRows && !torch::GradMode::is_enabled() &&
                            x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
                            weight.scalar_type() == torch::kFloat32;
   if (!vector_path) return torch::nn::functional::linear(x, weight, bias);

@@ -1,8 +1,8 @@
 #pragma once
 // y = x W^T + b, with W (out, in) and b (out) named weight and bias as in torch::nn::Linear,
-// so state dicts read the same. One difference in speed, not in numbers' meaning: for a few
-// rows without autograd (generation with a KV cache: one row per sample) it runs one
-// matrix-vector product per row (model/blas.h says why: measured, 28% of a cached sampling
+// so state dicts read the same. One difference in speed, not in numbers' meaning: for one
+// row without autograd (a cached generation step of one sample, on the hooked path) it runs
+// a matrix-vector product (model/blas.h says why: measured, 28% of a cached sampling
 // step went to sgemm packing the weights against 7% in its kernel).
 
 #include <cstdint>

@@ -176,6 +176,61 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   EXPECT_EQ(evals[2]["induction"].size(), static_cast<size_t>(L));
 }
 
+TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  const std::string run = (dir / "run").string();
+  auto r = run_tinylm("train " + config.string() + " --out " + run +
+                      " --model.pos_encoding=rope --model.norm=rmsnorm --model.mlp=swiglu --model.n_kv_head=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Three samples in one batch, each ending at its first "e" (or after 12 tokens).
+  const std::string sample = "sample " + run + " --prompt ROMEO: --max-new-tokens 12 --num-samples 3 --seed 2";
+  r = run_tinylm(sample + " --stop e", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string separator = "\n---------------\n";
+  std::vector<std::string> samples;
+  for (size_t from = 0;;) {
+    const size_t at = r.output.find(separator, from);
+    samples.push_back(r.output.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    if (at == std::string::npos) break;
+    from = at + separator.size();
+  }
+  ASSERT_EQ(samples.size(), 3u) << r.output;
+  for (std::string text : samples) {
+    if (!text.empty() && text.back() == '\n') text.pop_back();
+    EXPECT_EQ(text.rfind("ROMEO:", 0), 0u) << text;
+    const size_t e = text.find('e', 6);
+    EXPECT_TRUE(e == std::string::npos || e == text.size() - 1) << "text goes on after the stop: " << text;
+  }
+  // Within block_size the cache changes nothing: the same text without it.
+  const auto cached = run_tinylm(sample, false), uncached = run_tinylm(sample + " --no-cache", false);
+  ASSERT_EQ(cached.exit_code, 0) << cached.output;
+  EXPECT_EQ(cached.output, uncached.output);
+  const auto log = run_tinylm(sample);
+  EXPECT_NE(log.output.find("36 tokens in"), std::string::npos) << log.output;
+  EXPECT_NE(log.output.find("3 samples in one batch, KV cache on"), std::string::npos) << log.output;
+  // Inspection reads the modern block like the GPT-2 one.
+  r = run_tinylm("inspect " + run + " --all --json - --windows 2 --probes 1 --prompt 'ROMEO: hi'", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["attention"]["patterns"][1].size(), 2u);
+  EXPECT_EQ(j["ablation"]["heads"].size(), 4u);
+  // bench on its config: every figure present and positive.
+  r = run_tinylm("bench " + config.string() +
+                     " --repeats 1 --steps 1 --max-new-tokens 8 --num-samples 2 --json "
+                     "--model.pos_encoding=rope",
+                 false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto b = nlohmann::json::parse(r.output);
+  ASSERT_EQ(b["matmul"].size(), 4u);
+  for (const auto& m : b["matmul"]) EXPECT_GT(m["gflops"].get<double>(), 0.0);
+  EXPECT_GT(b["training"]["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(b["training"]["mfu"].get<double>(), 0.0);
+  ASSERT_EQ(b["sampling"].size(), 4u);
+  for (const auto& s : b["sampling"]) EXPECT_GT(s["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(b["memory"]["peak_rss_mb"].get<double>(), 0.0);
+}
+
 TEST_F(Cli, AblatingAHeadChangesEvalAndSample) {
   const auto plain = run_tinylm("eval " + run().string() + " --json", false);
   const auto ablated = run_tinylm("eval " + run().string() + " --json --ablate 0.1,1.0", false);

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """A tinylm run read from Python with nothing but json and numpy.
 
-Trains a tiny run with the tinylm binary, then reads config.json, tokenizer.json and
-model.safetensors by hand (8-byte header length, JSON header, raw little-endian bytes),
-checks names and shapes against DESIGN.md, runs the GPT forward pass in numpy (float64),
-and checks that its loss on a text equals `tinylm eval --text` to 1e-5.
+Trains two tiny runs with the tinylm binary, the GPT-2 block and the modern one (rotary
+positions, RMSNorm, SwiGLU, grouped-query attention), then reads config.json,
+tokenizer.json and model.safetensors by hand (8-byte header length, JSON header, raw
+little-endian bytes), checks names and shapes against the README, runs the GPT forward pass
+in numpy (float64), and checks that its loss on a text equals `tinylm eval --text` to 1e-5.
 
 usage: python_reads_run.py TINYLM_BINARY SOURCE_DIR
 """
@@ -33,24 +34,33 @@ def read_safetensors(path):
     return tensors
 
 
+def swiglu_hidden(C):
+    return (8 * C // 3 + 7) // 8 * 8
+
+
 def expected_shapes(cfg):
     C, V, L = cfg["n_embd"], cfg["vocab_size"], cfg["n_layer"]
+    modern_norm, gated = cfg.get("norm") == "rmsnorm", cfg.get("mlp") == "swiglu"
+    kv = (cfg.get("n_kv_head") or cfg["n_head"]) * (C // cfg["n_head"])
+    H = swiglu_hidden(C) if gated else 4 * C
+    norm_bias = cfg["bias"] and not modern_norm
     shapes = {"transformer.wte.weight": (V, C), "transformer.ln_f.weight": (C,)}
     if cfg["pos_encoding"] == "learned":
         shapes["transformer.wpe.weight"] = (cfg["block_size"], C)
-    if cfg["bias"]:
+    if norm_bias:
         shapes["transformer.ln_f.bias"] = (C,)
     if not cfg["tie_weights"]:
         shapes["lm_head.weight"] = (V, C)
     for i in range(L):
         p = f"transformer.h.{i}."
         shapes.update({p + "ln_1.weight": (C,), p + "ln_2.weight": (C,),
-                       p + "attn.c_attn.weight": (3 * C, C), p + "attn.c_proj.weight": (C, C),
-                       p + "mlp.c_fc.weight": (4 * C, C), p + "mlp.c_proj.weight": (C, 4 * C)})
+                       p + "attn.c_attn.weight": (C + 2 * kv, C), p + "attn.c_proj.weight": (C, C),
+                       p + "mlp.c_fc.weight": (2 * H if gated else H, C), p + "mlp.c_proj.weight": (C, H)})
+        if norm_bias:
+            shapes.update({p + "ln_1.bias": (C,), p + "ln_2.bias": (C,)})
         if cfg["bias"]:
-            shapes.update({p + "ln_1.bias": (C,), p + "ln_2.bias": (C,),
-                           p + "attn.c_attn.bias": (3 * C,), p + "attn.c_proj.bias": (C,),
-                           p + "mlp.c_fc.bias": (4 * C,), p + "mlp.c_proj.bias": (C,)})
+            shapes.update({p + "attn.c_attn.bias": (C + 2 * kv,), p + "attn.c_proj.bias": (C,),
+                           p + "mlp.c_fc.bias": (2 * H if gated else H,), p + "mlp.c_proj.bias": (C,)})
     return shapes
 
 
@@ -58,18 +68,27 @@ def forward(w, cfg, idx):
     """Logits (T, V) for one sequence of token ids, in float64."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
     T, C, nh = len(idx), cfg["n_embd"], cfg["n_head"]
-    hs = C // nh
+    hs, n_kv = C // nh, cfg.get("n_kv_head") or nh
     erf = np.vectorize(math.erf)
 
     def linear(x, name):
         y = x @ w[name + ".weight"].T  # nn.Linear layout: (out_features, in_features)
         return y + w[name + ".bias"] if name + ".bias" in w else y
 
-    def layer_norm(x, name):
+    def norm(x, name):
+        if cfg.get("norm") == "rmsnorm":
+            return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-5) * w[name + ".weight"]
         mu = x.mean(-1, keepdims=True)
         var = ((x - mu) ** 2).mean(-1, keepdims=True)
         y = (x - mu) / np.sqrt(var + 1e-5) * w[name + ".weight"]
         return y + w[name + ".bias"] if name + ".bias" in w else y
+
+    def rope(x):  # (T, hs) at positions 0..T-1, pairs (x_i, x_{i + hs/2})
+        half = hs // 2
+        angle = np.arange(T)[:, None] * 10000.0 ** (-2.0 * np.arange(half) / hs)
+        x1, x2 = x[:, :half], x[:, half:]
+        return np.concatenate([x1 * np.cos(angle) - x2 * np.sin(angle),
+                               x1 * np.sin(angle) + x2 * np.cos(angle)], -1)
 
     x = w["transformer.wte.weight"][idx]
     if cfg["pos_encoding"] == "learned":
@@ -77,28 +96,44 @@ def forward(w, cfg, idx):
     mask = np.triu(np.ones((T, T), dtype=bool), 1)
     for i in range(cfg["n_layer"]):
         p = f"transformer.h.{i}."
-        q, k, v = np.split(linear(layer_norm(x, p + "ln_1"), p + "attn.c_attn"), 3, axis=-1)
-        heads = [slice(h * hs, (h + 1) * hs) for h in range(nh)]
+        qkv = linear(norm(x, p + "ln_1"), p + "attn.c_attn")
+        q, k, v = qkv[:, :C], qkv[:, C:C + n_kv * hs], qkv[:, C + n_kv * hs:]
         out = []
-        for h in heads:
-            scores = q[:, h] @ k[:, h].T / math.sqrt(hs)
+        for h in range(nh):
+            g = h // (nh // n_kv)  # this query head's key/value head
+            qh, kh, vh = q[:, h * hs:(h + 1) * hs], k[:, g * hs:(g + 1) * hs], v[:, g * hs:(g + 1) * hs]
+            if cfg["pos_encoding"] == "rope":
+                qh, kh = rope(qh), rope(kh)
+            scores = qh @ kh.T / math.sqrt(hs)
             scores[mask] = -np.inf
             a = np.exp(scores - scores.max(-1, keepdims=True))
-            out.append((a / a.sum(-1, keepdims=True)) @ v[:, h])
+            out.append((a / a.sum(-1, keepdims=True)) @ vh)
         x = x + linear(np.concatenate(out, -1), p + "attn.c_proj")
-        hidden = linear(layer_norm(x, p + "ln_2"), p + "mlp.c_fc")
-        x = x + linear(0.5 * hidden * (1 + erf(hidden / math.sqrt(2))), p + "mlp.c_proj")
-    x = layer_norm(x, "transformer.ln_f")
+        hidden = linear(norm(x, p + "ln_2"), p + "mlp.c_fc")
+        if cfg.get("mlp") == "swiglu":
+            gate, up = np.split(hidden, 2, axis=-1)
+            post = gate / (1 + np.exp(-gate)) * up
+        else:
+            post = 0.5 * hidden * (1 + erf(hidden / math.sqrt(2)))
+        x = x + linear(post, p + "mlp.c_proj")
+    x = norm(x, "transformer.ln_f")
     head = w["lm_head.weight"] if "lm_head.weight" in w else w["transformer.wte.weight"]
     return x @ head.T
 
 
 def main():
     binary, source = sys.argv[1], sys.argv[2]
+    blocks = ["", 'pos_encoding = "rope"\nnorm = "rmsnorm"\nmlp = "swiglu"\nn_kv_head = 1\n']
+    for block in blocks:
+        check_run(binary, source, block)
+    print(f"{len(blocks)} passed, 0 failed")
+
+
+def check_run(binary, source, block):
     with tempfile.TemporaryDirectory() as tmp:
         config = os.path.join(tmp, "tiny.toml")
         with open(config, "w") as f:
-            f.write(f'[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n'
+            f.write(f'[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n{block}'
                     f'[data]\npath = "{source}/data/corpora/tinyshakespeare.txt"\ncache_dir = "cache"\n'
                     f'[train]\nbatch_size = 4\nmax_iters = 30\nwarmup_iters = 2\nlr_decay_iters = 30\n'
                     f'eval_interval = 30\neval_iters = 2\nlearning_rate = 3e-3\n')
@@ -110,7 +145,7 @@ def main():
         vocab = json.load(open(os.path.join(run, "tokenizer.json")))["vocab"]
         weights = read_safetensors(os.path.join(run, "model.safetensors"))
         shapes = {k: tuple(v.shape) for k, v in weights.items()}
-        assert shapes == expected_shapes(cfg), f"names/shapes differ from DESIGN.md: {shapes}"
+        assert shapes == expected_shapes(cfg), f"names/shapes differ from the README: {shapes}"
         assert all(v.dtype == np.float32 for v in weights.values())
 
         text = "First Citizen:\nBefore we proceed any further, hear me speak.\n"
@@ -135,7 +170,6 @@ def main():
         assert theirs["tokens"] == len(ids) - 1
         assert abs(ours - theirs["loss"]) < 1e-5, (ours, theirs["loss"])
         assert ours < math.log(len(vocab)) - 0.3, "the run should have learned something"
-    print("1 passed, 0 failed")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 #include "model/generate.h"
 
-#include "model/decode_step.h"
-
 #include <limits>
 #include <stdexcept>
+
+#include "model/decode_step.h"
 
 namespace tinylm {
 namespace {

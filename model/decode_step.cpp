@@ -105,16 +105,9 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
   }
 
   // The rotation of this position, for rope.
-  torch::Tensor cos, sin;
-  if (c.pos_encoding == "rope") {
-    const RopeTables& tables = model->transformer->h[0]->attn->rope();
-    if (position < tables.cos.size(0)) {
-      cos = tables.cos.select(0, position).contiguous(), sin = tables.sin.select(0, position).contiguous();
-    } else {
-      const RopeTables at = rope_tables(1, hs, position);
-      cos = at.cos[0].contiguous(), sin = at.sin[0].contiguous();
-    }
-  }
+  const bool rotary = c.pos_encoding == "rope";
+  std::vector<float> cos(static_cast<size_t>(hs / 2)), sin(cos.size());
+  if (rotary) rope_row(position, hs, cos.data(), sin.data());
 
   std::vector<float> qkv(static_cast<size_t>(B * qkv_width)), scores(static_cast<size_t>(keys)), hidden;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
@@ -128,10 +121,10 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
     const int64_t stride = cache.keys(l).size(2), first = cache.offset();  // storage positions
     for (int64_t b = 0; b < B; ++b) {
       float* row = qkv.data() + b * qkv_width;
-      for (int64_t head = 0; head < nh && cos.defined(); ++head) rotate(row + head * hs, hs, ptr(cos), ptr(sin));
+      for (int64_t head = 0; head < nh && rotary; ++head) rotate(row + head * hs, hs, cos.data(), sin.data());
       for (int64_t g = 0; g < kvh; ++g) {
         float* k = row + C + g * hs;
-        if (cos.defined()) rotate(k, hs, ptr(cos), ptr(sin));
+        if (rotary) rotate(k, hs, cos.data(), sin.data());
         const int64_t at = ((b * kvh + g) * stride + first + slot) * hs;
         std::copy_n(k, hs, K + at);
         std::copy_n(row + C + kvh * hs + g * hs, hs, V + at);

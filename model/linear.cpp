@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "model/blas.h"
-
 namespace tinylm {
 
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
@@ -14,20 +12,14 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  const int64_t in = x.size(-1), rows = x.numel() / std::max<int64_t>(in, 1);
-  const bool vector_path = rows >= 1 && rows <= kMaxMatrixVectorRows && !torch::GradMode::is_enabled() &&
-                           x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
-                           weight.scalar_type() == torch::kFloat32;
-  if (!vector_path) return torch::nn::functional::linear(x, weight, bias);
-  const torch::Tensor flat = x.reshape({rows, in});
-  std::vector<torch::Tensor> out;
-  out.reserve(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    out.push_back(bias.defined() ? torch::addmv(bias, weight, flat[r]) : torch::mv(weight, flat[r]));
-  }
+  const bool one_row = x.numel() == x.size(-1) && x.numel() > 0 && !torch::GradMode::is_enabled() &&
+                       x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
+                       weight.scalar_type() == torch::kFloat32;
+  if (!one_row) return torch::nn::functional::linear(x, weight, bias);
+  const torch::Tensor row = x.reshape({-1});
   std::vector<int64_t> shape = x.sizes().vec();
   shape.back() = weight.size(0);
-  return torch::stack(out).view(shape);
+  return (bias.defined() ? torch::addmv(bias, weight, row) : torch::mv(weight, row)).view(shape);
 }
 
 }  // namespace tinylm

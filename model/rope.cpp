@@ -1,5 +1,6 @@
 #include "model/rope.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace tinylm {
@@ -8,13 +9,21 @@ namespace {
 constexpr double kBase = 10000.0;
 }  // namespace
 
+void rope_row(int64_t position, int64_t head_size, float* cos, float* sin) {
+  for (int64_t i = 0; i < head_size / 2; ++i) {
+    const double theta = std::pow(kBase, -2.0 * static_cast<double>(i) / static_cast<double>(head_size));
+    const double angle = static_cast<double>(position) * theta;
+    cos[i] = static_cast<float>(std::cos(angle));
+    sin[i] = static_cast<float>(std::sin(angle));
+  }
+}
+
 RopeTables rope_tables(int64_t count, int64_t head_size, int64_t first) {
   if (head_size % 2 != 0) throw std::invalid_argument("rotary positions need an even head size");
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  const torch::Tensor i = torch::arange(0, head_size / 2, f64);
-  const torch::Tensor theta = torch::pow(kBase, -2.0 * i / static_cast<double>(head_size));  // (hs/2,)
-  const torch::Tensor angle = torch::arange(first, first + count, f64).unsqueeze(1) * theta;  // (T, hs/2)
-  const torch::Tensor cos = torch::cos(angle).to(torch::kFloat32), sin = torch::sin(angle).to(torch::kFloat32);
+  const torch::Tensor cos = torch::empty({count, head_size / 2}), sin = torch::empty({count, head_size / 2});
+  for (int64_t p = 0; p < count; ++p) {
+    rope_row(first + p, head_size, cos[p].data_ptr<float>(), sin[p].data_ptr<float>());
+  }
   return {cos, sin, torch::cat({cos, cos}, 1), torch::cat({-sin, sin}, 1)};
 }
 

@@ -22,8 +22,11 @@ struct RopeTables {
   torch::Tensor sin_signed;
 };
 
-// The angles of positions first .. first + count - 1, computed in double: exact to float
-// rounding at any position.
+// cos and sin (hs / 2 each) of one position's angles, computed in double: exact to float
+// rounding at any position. The one definition of the angles; the tables are made of it.
+void rope_row(int64_t position, int64_t head_size, float* cos, float* sin);
+
+// The angles of positions first .. first + count - 1.
 RopeTables rope_tables(int64_t count, int64_t head_size, int64_t first = 0);
 
 // x: (..., T, hs) at positions first .. first + T - 1 -> the same shape, rotated. `tables`

@@ -183,9 +183,16 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   auto r = run_tinylm("train " + config.string() + " --out " + run +
                       " --model.pos_encoding=rope --model.norm=rmsnorm --model.mlp=swiglu --model.n_kv_head=1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  // Three samples in one batch, each ending at its first "e" (or after 12 tokens).
+  // Three samples in one batch; within block_size the cache changes nothing.
   const std::string sample = "sample " + run + " --prompt ROMEO: --max-new-tokens 12 --num-samples 3 --seed 2";
-  r = run_tinylm(sample + " --stop e", false);
+  const auto cached = run_tinylm(sample, false), uncached = run_tinylm(sample + " --no-cache", false);
+  ASSERT_EQ(cached.exit_code, 0) << cached.output;
+  EXPECT_EQ(cached.output, uncached.output);
+  // --stop with the first character sample 0 draws: sample 0 ends right there, and each
+  // sample ends at its own first occurrence of it (or after 12 tokens).
+  const char stop = cached.output.at(6);
+  const std::string quoted = stop == '\'' ? "\"'\"" : "'" + std::string(1, stop) + "'";
+  r = run_tinylm(sample + " --stop " + quoted, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string separator = "\n---------------\n";
   std::vector<std::string> samples;
@@ -196,16 +203,13 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
     from = at + separator.size();
   }
   ASSERT_EQ(samples.size(), 3u) << r.output;
-  for (std::string text : samples) {
-    if (!text.empty() && text.back() == '\n') text.pop_back();
+  samples.back().pop_back();  // the final newline
+  EXPECT_EQ(samples[0], "ROMEO:" + std::string(1, stop));
+  for (const std::string& text : samples) {
     EXPECT_EQ(text.rfind("ROMEO:", 0), 0u) << text;
-    const size_t e = text.find('e', 6);
-    EXPECT_TRUE(e == std::string::npos || e == text.size() - 1) << "text goes on after the stop: " << text;
+    const size_t at = text.find(stop, 6);
+    EXPECT_TRUE(at == std::string::npos || at == text.size() - 1) << "text goes on after the stop: " << text;
   }
-  // Within block_size the cache changes nothing: the same text without it.
-  const auto cached = run_tinylm(sample, false), uncached = run_tinylm(sample + " --no-cache", false);
-  ASSERT_EQ(cached.exit_code, 0) << cached.output;
-  EXPECT_EQ(cached.output, uncached.output);
   const auto log = run_tinylm(sample);
   EXPECT_NE(log.output.find("36 tokens in"), std::string::npos) << log.output;
   EXPECT_NE(log.output.find("3 samples in one batch, KV cache on"), std::string::npos) << log.output;

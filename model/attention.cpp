@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include <torch/version.h>
+
 #include "model/batched_matmul.h"
 
 namespace tinylm {
@@ -25,6 +27,19 @@ torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, b
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           bool causal, double dropout, bool training, const AttentionHooks& hooks) {
   const auto hooked = [](const HookPoint* point, torch::Tensor x) { return point ? (*point)(x) : x; };
+#if TORCH_VERSION_MAJOR >= 2
+  // On CUDA, when no hook reads or replaces the scores or the pattern, the fused kernel
+  // (flash or memory-efficient attention) computes z without ever storing the T x T
+  // matrices; scores and pattern are then left undefined. Its causal mask is aligned to the
+  // top left, which is ours only when there is no cache (T == Tk) or one query (no mask).
+  const auto watched = [](const HookPoint* point) { return point && point->has_hooks(); };
+  const int64_t T = q.size(-2), Tk = k.size(-2);
+  if (q.is_cuda() && !watched(hooks.scores) && !watched(hooks.pattern) && (T == Tk || T == 1)) {
+    torch::Tensor z = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+                                                       training ? dropout : 0.0, causal && T > 1);
+    return {torch::Tensor(), torch::Tensor(), hooked(hooks.z, z)};  // z (B, nh, T, hs)
+  }
+#endif
   torch::Tensor scores = hooked(hooks.scores, attention_scores(q, k, causal));  // (B, nh, T, T)
   torch::Tensor pattern = hooked(hooks.pattern, torch::softmax(scores, -1));     // (B, nh, T, T)
   torch::Tensor attended = pattern;

@@ -20,6 +20,8 @@
 
 namespace tinylm {
 
+// With LibTorch >= 2 on CUDA and no hook on the scores or the pattern, attention() takes
+// at::scaled_dot_product_attention and leaves scores and pattern undefined.
 struct AttentionResult {
   torch::Tensor scores;   // (B, nh, T, T) after scaling and the mask
   torch::Tensor pattern;  // (B, nh, T, T) rows sum to 1

@@ -69,6 +69,8 @@ class GPTImpl : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
   int64_t num_parameters() const;
+  // Where the parameters live (after module->to(device)).
+  torch::Device device() const { return transformer->wte->weight.device(); }
 
   Transformer transformer{nullptr};
   Linear lm_head{nullptr};  // only when !tie_weights

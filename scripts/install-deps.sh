@@ -6,12 +6,12 @@ set -euo pipefail
 
 packages=(
   g++ make cmake ninja-build ccache pkg-config
-  libtorch-dev libopenblas0-openmp
+  libtorch-dev libopenblas0-openmp libgloo-dev   # libgloo-dev: the headers of c10d's Gloo
   libsentencepiece-dev sentencepiece
   libspdlog-dev libfmt-dev
   libgtest-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-torch   # python3-torch: torchrun and PyTorch, references for tests
   chromium fonts-liberation   # headless Chromium for the report test; a font to draw labels
 )
 # Node.js may come from elsewhere (this machine kind ships v20); Debian's is the fallback.

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <CLI/CLI.hpp>
+#include <torch/torch.h>
 
 #include "model/ablation.h"
 #include "train/run_config.h"
@@ -36,6 +37,10 @@ RunConfig load_config_with_overrides(const std::filesystem::path& path,
 // checked against the model (a runtime error naming the valid ranges) and hooked in.
 std::vector<HeadRef> parse_ablate_flag(const std::string& text);
 std::vector<HookHandle> ablate_from_flag(GPT& model, const std::vector<HeadRef>& heads);
+
+// --device / train.device: cpu, cuda or cuda:N. Malformed: a UsageError; CUDA asked of a
+// build or machine without it: a runtime error that says which.
+torch::Device parse_device(const std::string& text);
 
 // Sets LibTorch's intra-op threads: all cores unless the user chose (LibTorch defaults to 1 here).
 void set_threads(int threads);

@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <thread>
@@ -27,6 +28,32 @@ void set_threads(int threads) {
   // ms/iter, configs/shakespeare_char.toml, 2 threads), the same losses to the digits logged.
   at::globalContext().setFlushDenormal(true);
   at::parallel_for(0, threads, 1, [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
+}
+
+torch::Device parse_device(const std::string& text) {
+  const bool cuda = text == "cuda" || text.rfind("cuda:", 0) == 0;
+  if (text != "cpu" && !cuda) throw UsageError("--device must be cpu, cuda or cuda:N (got \"" + text + "\")");
+  if (text == "cpu") return torch::kCPU;
+  int64_t index = -1;
+  if (text != "cuda") {
+    const std::string digits = text.substr(5);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 4) {
+      throw UsageError("--device must be cpu, cuda or cuda:N (got \"" + text + "\")");
+    }
+    index = std::stoll(digits);
+  }
+  if (!at::hasCUDA()) {
+    throw std::runtime_error("device " + text + ": this tinylm is built against a LibTorch without "
+                             "CUDA (" TORCH_VERSION "); build it against a CUDA one, as "
+                             "scripts/gpu-check.sh does, or use --device cpu");
+  }
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (count == 0) throw std::runtime_error("device " + text + ": no CUDA device is visible");
+  if (index >= count) {
+    throw std::runtime_error("device " + text + ": there are only " + std::to_string(count) +
+                             " CUDA device(s), cuda:0 to cuda:" + std::to_string(count - 1));
+  }
+  return index < 0 ? torch::Device(torch::kCUDA) : torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 std::vector<HeadRef> parse_ablate_flag(const std::string& text) {
@@ -122,6 +149,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());
     return 2;
   }
+  // A rank of a data-parallel job says which one it is.
+  const char* rank = std::getenv("RANK");
+  const char* world = std::getenv("WORLD_SIZE");
+  const std::string who =
+      rank && world && std::string(world) != "1" ? std::string("tinylm: rank ") + rank : "tinylm";
   try {
     if (app.got_subcommand("train")) return train();
     if (app.got_subcommand("sample")) return sample();
@@ -130,13 +162,13 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return bench();
     return eval();
   } catch (const tinylm::UsageError& e) {
-    std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());
+    std::fprintf(stderr, "%s: %s\nRun `tinylm --help` for usage.\n", who.c_str(), e.what());
     return 2;
   } catch (const c10::Error& e) {
-    std::fprintf(stderr, "tinylm: error: %s\n", e.what_without_backtrace());
+    std::fprintf(stderr, "%s: error: %s\n", who.c_str(), e.what_without_backtrace());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tinylm: error: %s\n", e.what());
+    std::fprintf(stderr, "%s: error: %s\n", who.c_str(), e.what());
     return 1;
   }
 }

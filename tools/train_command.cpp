@@ -1,12 +1,21 @@
-// `tinylm train CONFIG.toml [--section.key=value ...] [--out DIR] [--resume] [--threads N] [--seed S]`
+// `tinylm train CONFIG.toml [--section.key=value ...] [--out DIR] [--resume] [--threads N]
+//  [--seed S] [--device D] [--nproc N]`
+// With torchrun's environment (RANK, WORLD_SIZE, ...) it joins that job as one rank; with
+// --nproc it starts N ranks on this machine itself (tools/rank_launcher.h).
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include "data/fingerprint.h"
 #include "tools/commands.h"
+#include "tools/rank_launcher.h"
+#include "train/rank_group.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
 
@@ -17,21 +26,47 @@ namespace {
 // Set by SIGINT/SIGTERM; the trainer finishes its step, saves and returns. A second signal
 // takes the default action (the process ends at once).
 std::atomic<bool> g_stop_requested{false};
-std::atomic<int> g_signal{0};
 
 extern "C" void on_stop_signal(int signal) {
   g_stop_requested.store(true);
-  g_signal.store(signal);
   std::signal(signal, SIG_DFL);
 }
+
+// Which build this is: ranks of one job must run the same one.
+std::string build_fingerprint() {
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::string("tinylm ") + TINYLM_VERSION + ", binary " + to_hex(Fingerprint().add(bytes).value());
+}
+
+// The command line for each rank of --nproc: this one without --nproc, with --threads.
+std::vector<std::string> rank_command_line(int threads) {
+  std::vector<std::string> args;
+  bool has_threads = false;
+  const std::vector<std::string> own = own_command_line();
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (own[i] == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (own[i].rfind("--nproc=", 0) == 0) continue;
+    has_threads = has_threads || own[i] == "--threads" || own[i].rfind("--threads=", 0) == 0;
+    args.push_back(own[i]);
+  }
+  if (!has_threads) args.insert(args.end(), {"--threads", std::to_string(threads)});
+  return args;
+}
+
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
 }  // namespace
 
 std::function<int()> add_train_command(CLI::App& app) {
   struct Args {
-    std::string config_path, out;
+    std::string config_path, out, device;
     bool resume = false;
     int threads = 0;
+    int nproc = 0;
     int64_t seed = -1;
   };
   auto args = std::make_shared<Args>();
@@ -39,14 +74,31 @@ std::function<int()> add_train_command(CLI::App& app) {
   cmd->add_option("config", args->config_path, "The run's config (configs/*.toml)")->required();
   cmd->add_option("--out", args->out, "Run directory (default: runs/<config name>)");
   cmd->add_flag("--resume", args->resume, "Continue the run in --out from its last checkpoint");
-  cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  cmd->add_option("--threads", args->threads,
+                  "Intra-op threads per process (default: all cores, divided among the ranks "
+                  "on this machine)");
   cmd->add_option("--seed", args->seed, "Overrides train.seed");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N (overrides train.device)");
+  cmd->add_option("--nproc", args->nproc,
+                  "Train with N data-parallel processes on this machine (the same model as one)")
+      ->check(CLI::Range(1, 1024));
   cmd->allow_extras();
-  cmd->footer("Any config key can be overridden with --section.key=value, e.g. --train.max_iters=500.");
+  cmd->footer("Any config key can be overridden with --section.key=value, e.g. --train.max_iters=500.\n"
+              "Several machines: torchrun --redirects 1 --tee 1 --no_python --nnodes=M "
+              "--node_rank=K --nproc_per_node=N --master_addr=HOST tinylm train CONFIG");
 
   return [args, cmd]() {
     const std::vector<std::string> overrides = parse_overrides(cmd->remaining());
-    set_threads(args->threads);
+    std::optional<WorldEnv> world;
+    try {
+      world = world_from_environment();
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    if (world && args->nproc > 0) {
+      throw UsageError("--nproc starts ranks itself; it cannot be used inside a job that "
+                       "already has RANK and WORLD_SIZE set (torchrun's)");
+    }
     const fs::path out =
         args->out.empty() ? fs::path("runs") / fs::path(args->config_path).stem() : fs::path(args->out);
 
@@ -56,20 +108,51 @@ std::function<int()> add_train_command(CLI::App& app) {
         args->resume && fs::exists(out / "config.toml") ? out / "config.toml" : fs::path(args->config_path),
         overrides, !args->resume);
     if (args->seed >= 0) config.train.seed = args->seed;
+    if (!args->device.empty()) config.train.device = args->device;
+    const torch::Device device = parse_device(config.train.device);
+
+    if (args->nproc > 0) {
+      const int threads = args->threads > 0 ? args->threads : std::max(1, cores() / args->nproc);
+      spdlog::info("training {} -> {} with {} ranks x {} thread{}", args->config_path,
+                   out.string(), args->nproc, threads, threads == 1 ? "" : "s");
+      return launch_local_ranks(args->nproc, rank_command_line(threads), config.train.dist_timeout_s);
+    }
+
+    std::unique_ptr<RankGroup> group;
+    if (world) {
+      if (world->rank > 0) {  // the others speak only of trouble, and say who they are
+        spdlog::set_level(spdlog::level::warn);
+        spdlog::set_pattern(fmt::format("[%H:%M:%S] rank {} %^%l%$ %v", world->rank));
+      }
+      const int local_device = device.is_cuda() && !device.has_index() ? world->local_rank : -1;
+      const torch::Device rank_device =
+          local_device >= 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_device)) : device;
+      if (rank_device.is_cuda()) config.train.device = rank_device.str();
+      set_threads(args->threads > 0 ? args->threads : std::max(1, cores() / world->local_world_size));
+      const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.train.dist_timeout_s * 1000));
+      group = std::make_unique<RankGroup>(*world, rank_device, timeout);
+      spdlog::info("rank 0 of {} joined ({} on {}, store {}:{}{})", world->world_size,
+                   rank_device.is_cuda() ? "NCCL" : "Gloo", rank_device.str(), world->master_addr,
+                   world->master_port, world->agent_store ? ", the launcher's" : "");
+    } else {
+      set_threads(args->threads);
+    }
 
     TrainOptions options;
     options.out_dir = out;
     options.resume = args->resume;
     options.stop_requested = &g_stop_requested;
+    options.group = group.get();
+    if (group) options.build_id = build_fingerprint();
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    spdlog::info("training {} -> {} on {} threads (Ctrl-C saves and stops)", args->config_path,
-                 out.string(), torch::get_num_threads());
+    spdlog::info("training {} -> {} on {}, {} threads (Ctrl-C saves and stops)", args->config_path,
+                 out.string(), config.train.device, torch::get_num_threads());
     const TrainResult result = train(config, options);
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);
-    if (result.outcome == TrainOutcome::kInterrupted) return 128 + g_signal.load();
-    return 0;
+    // An interrupted run exits 130 whichever signal stopped it, on every rank alike.
+    return result.outcome == TrainOutcome::kInterrupted ? 130 : 0;
   };
 }
 

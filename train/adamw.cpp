@@ -21,9 +21,12 @@ AdamW::AdamW(GPT& model, const TrainConfig& config)
     if (p.dim() >= 2) decayed_ = total + p.numel();
     total += p.numel();
   }
-  const auto options = torch::TensorOptions().dtype(torch::kFloat32);
+  const torch::Device device =
+      ordered.empty() ? torch::Device(torch::kCPU) : ordered.front().second.device();
+  const auto options = torch::TensorOptions().dtype(torch::kFloat32).device(device);
   params_ = torch::empty({total}, options);
-  grads_ = torch::zeros({total}, options);
+  sync_buffer_ = torch::zeros({total + kSideSlots}, options);
+  grads_ = sync_buffer_.narrow(0, 0, total);
   exp_avg_ = torch::zeros({total}, options);
   exp_avg_sq_ = torch::zeros({total}, options);
   torch::NoGradGuard no_grad;
@@ -44,6 +47,7 @@ double AdamW::clip_grad_norm(double max_norm) {
 }
 
 void AdamW::step(double lr) {
+  if (!params_.is_cpu()) return step_with_operators(lr);
   ++steps_;
   const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1_, steps_)));
@@ -63,6 +67,18 @@ void AdamW::step(double lr) {
       p[i] -= step_size * m[i] / (std::sqrt(v[i]) / root_correction2 + eps);
     }
   });
+}
+
+void AdamW::step_with_operators(double lr) {
+  ++steps_;
+  const double step_size = lr / (1.0 - std::pow(beta1_, steps_));
+  const double root_correction2 = std::sqrt(1.0 - std::pow(beta2_, steps_));
+  torch::NoGradGuard no_grad;
+  params_.narrow(0, 0, decayed_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
+  exp_avg_.mul_(beta1_).add_(grads_, 1.0 - beta1_);
+  exp_avg_sq_.mul_(beta2_).addcmul_(grads_, grads_, 1.0 - beta2_);
+  const torch::Tensor denominator = (exp_avg_sq_.sqrt() / root_correction2).add_(eps_);
+  params_.addcdiv_(exp_avg_, denominator, -step_size);
 }
 
 NamedTensors AdamW::moments() const {

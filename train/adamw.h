@@ -7,6 +7,10 @@
 // The update is PyTorch's AdamW:
 //   p -= lr * wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// The buffers live on the parameters' device: on the CPU the pass is one loop, elsewhere the
+// same update in a few whole-buffer operators (a test holds the two equal).
+// The gradient buffer has kSideSlots more elements after the gradients, so that data-parallel
+// ranks sum their gradients and a few scalars (the loss, a stop request) in one all-reduce.
 
 #include <cstdint>
 #include <map>
@@ -26,11 +30,17 @@ class AdamW {
   // zero gradient there; autograd then accumulates into it in place.
   AdamW(GPT& model, const TrainConfig& config);
 
-  void zero_grad() { grads_.zero_(); }
+  static constexpr int64_t kSideSlots = 2;
+
+  void zero_grad() { sync_buffer_.zero_(); }
+  // The gradients (N,) followed by kSideSlots free slots: (N + kSideSlots,).
+  torch::Tensor& sync_buffer() { return sync_buffer_; }
   // Scales the gradients so that their global L2 norm is at most max_norm (> 0; infinity
   // for none); returns the norm before.
   double clip_grad_norm(double max_norm);
   void step(double lr);
+  // The same update in whole-buffer LibTorch operators, for devices other than the CPU.
+  void step_with_operators(double lr);
   int64_t steps() const { return steps_; }
 
   // "exp_avg.NAME" and "exp_avg_sq.NAME" for every parameter (views), for checkpoints.
@@ -48,6 +58,7 @@ class AdamW {
   };
   std::vector<Slot> slots_;
   torch::Tensor params_, grads_, exp_avg_, exp_avg_sq_;  // (N,) float32 each
+  torch::Tensor sync_buffer_;  // (N + kSideSlots,): grads_ is its first N elements
   int64_t decayed_ = 0;  // the first decayed_ elements get weight decay
   double beta1_, beta2_, eps_ = 1e-8, weight_decay_;
   int64_t steps_ = 0;

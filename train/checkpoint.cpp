@@ -164,8 +164,9 @@ void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokeniz
       {"best_val_loss", std::isfinite(state.best_val_loss) ? json(state.best_val_loss) : json(nullptr)},
       {"metrics_bytes", state.metrics_bytes},
       {"threads", state.threads},
-      {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng},
-               {"torch_default", state.torch_rng}}},
+      {"world_size", state.world_size},
+      // Dropout needs no saved state: it is seeded from (seed, step, rank) at every step.
+      {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng}}},
       {"data", {{"epoch", state.epoch.epoch}, {"epoch_position", state.epoch.position}}},
       {"versions", {{"tinylm", TINYLM_VERSION}, {"libtorch", TORCH_VERSION}}}};
   write_file_atomic(dir / "state.json", doc.dump(2) + "\n");
@@ -228,7 +229,7 @@ TrainingState load_training_state(const fs::path& dir) {
     s.threads = doc.at("threads").get<int64_t>();
     s.train_rng = doc.at("rng").at("train_batches").get<std::string>();
     s.eval_rng = doc.at("rng").at("eval_batches").get<std::string>();
-    s.torch_rng = doc.at("rng").at("torch_default").get<std::string>();
+    s.world_size = doc.value("world_size", int64_t{1});
     if (doc.contains("data")) {  // runs from before epoch sampling have none
       s.epoch.epoch = doc.at("data").at("epoch").get<int64_t>();
       s.epoch.position = doc.at("data").at("epoch_position").get<int64_t>();

@@ -29,9 +29,9 @@ struct TrainingState {
   double best_val_loss = std::numeric_limits<double>::infinity();
   uint64_t metrics_bytes = 0;   // length of metrics.jsonl when this checkpoint was written
   int64_t threads = 0;
+  int64_t world_size = 1;       // ranks that trained it (runs from before data parallel: 1)
   std::string train_rng;        // generator states, hex
   std::string eval_rng;
-  std::string torch_rng;        // LibTorch's default generator (dropout draws from it)
   EpochPosition epoch;          // where epoch sampling stands (data.sampling = "epoch")
 };
 

@@ -16,6 +16,7 @@ double batch_nats(GPT& model, const TokenSequence& tokens, const std::vector<int
   const auto B = static_cast<int64_t>(starts.size());
   torch::Tensor windows = torch::empty({B, T + 1}, torch::kInt64);  // (B, T + 1)
   for (int64_t b = 0; b < B; ++b) tokens.copy_to(starts[b], T + 1, windows[b].data_ptr<int64_t>());
+  windows = windows.to(model->device());
   const torch::Tensor logits = model->forward(windows.slice(1, 0, T));  // (B, T, V)
   const torch::Tensor targets = windows.slice(1, 1, T + 1);              // (B, T)
   return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
@@ -48,16 +49,25 @@ Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch
 }
 
 double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
-                     torch::Generator& generator) {
+                     torch::Generator& generator, RankGroup* group) {
+  const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
+  const torch::Device device = model->device();
   const bool was_training = model->is_training();
   model->eval();
   torch::NoGradGuard no_grad;
   double total = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
-    const auto [x, y] = sampler.sample(generator);
-    total += next_token_loss(model->forward(x), y).item<double>();
+    const auto [x, y] = sampler.sample(generator);  // drawn on every rank: the generator stays in step
+    if (i % world != rank) continue;
+    total += next_token_loss(model->forward(x.to(device)), y.to(device)).item<double>();
   }
   model->train(was_training);
+  if (group) {
+    torch::Tensor sum = torch::tensor({total}, torch::kFloat64);
+    if (device.is_cuda()) sum = sum.to(device);  // NCCL reduces device tensors only
+    group->all_reduce_sum(sum);
+    total = sum.item<double>();
+  }
   return total / static_cast<double>(iters);
 }
 

@@ -2,7 +2,9 @@
 // Two ways to measure loss. score_tokens is exact and deterministic: consecutive,
 // non-overlapping windows of at most block_size inputs, so every token after the first is
 // predicted exactly once. estimate_loss is nanoGPT's cheap estimate during training: the
-// mean loss of `iters` random batches.
+// mean loss of `iters` random batches; with a rank group, rank r computes batches r, r + W,
+// ... of the same draws and one all-reduce sums them, so every rank gets the estimate one
+// process would (to float rounding), W times sooner.
 
 #include <cstdint>
 
@@ -10,6 +12,7 @@
 
 #include "data/batches.h"
 #include "model/gpt.h"
+#include "train/rank_group.h"
 
 namespace tinylm {
 
@@ -27,7 +30,7 @@ inline double bits_per_byte(double loss, double tokens_per_byte) {
 }
 
 double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
-                     torch::Generator& generator);
+                     torch::Generator& generator, RankGroup* group = nullptr);
 
 // Mean cross entropy of logits (B, T, V) against targets (B, T).
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets);

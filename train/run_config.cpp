@@ -125,6 +125,8 @@ const std::vector<Field>& schema() {
       field("train.log_interval", &RunConfig::train, &TrainConfig::log_interval),
       field("train.seed", &RunConfig::train, &TrainConfig::seed),
       field("train.dtype", &RunConfig::train, &TrainConfig::dtype),
+      field("train.device", &RunConfig::train, &TrainConfig::device),
+      field("train.dist_timeout_s", &RunConfig::train, &TrainConfig::dist_timeout_s),
       field("sample.prompt", &RunConfig::sample, &SampleConfig::prompt),
       field("sample.max_new_tokens", &RunConfig::sample, &SampleConfig::max_new_tokens),
       field("sample.temperature", &RunConfig::sample, &SampleConfig::temperature),
@@ -249,6 +251,12 @@ void RunConfig::validate() const {
               ") must be greater than train.warmup_iters (" + std::to_string(t.warmup_iters) + ")");
   require(t.dtype == "float32" || t.dtype == "bfloat16",
           "train.dtype must be one of float32, bfloat16 (got \"" + t.dtype + "\")");
+  require(t.device == "cpu" || t.device == "cuda" ||
+              (t.device.rfind("cuda:", 0) == 0 && t.device.size() > 5 &&
+               t.device.find_first_not_of("0123456789", 5) == std::string::npos),
+          "train.device must be cpu, cuda or cuda:N (got \"" + t.device + "\")");
+  require(t.dist_timeout_s > 0.0,
+          "train.dist_timeout_s must be > 0 (got " + str(t.dist_timeout_s) + ")");
   require(t.beta1 >= 0.0 && t.beta1 < 1.0, "train.beta1 must be in [0, 1) (got " + str(t.beta1) + ")");
   require(t.beta2 >= 0.0 && t.beta2 < 1.0, "train.beta2 must be in [0, 1) (got " + str(t.beta2) + ")");
   require(t.weight_decay >= 0.0,

@@ -52,6 +52,10 @@ struct TrainConfig {
   // float32 | bfloat16: the precision of the forward and backward matmuls (autocast);
   // weights, optimizer state and the loss stay float32.
   std::string dtype = "float32";
+  // cpu | cuda | cuda:N: where the model, batches and optimizer state live.
+  std::string device = "cpu";
+  // How long a rank waits for the others (start-up, every collective) before it gives up.
+  double dist_timeout_s = 60.0;
 };
 
 struct SampleConfig {

@@ -1,50 +1,107 @@
 #include "train/train_step.h"
 
 #include <ATen/autocast_mode.h>
+#include <torch/version.h>
 
 #include <limits>
+#include <stdexcept>
 
 #include "train/evaluate.h"
 
 namespace tinylm {
 namespace {
 
-// LibTorch's CPU autocast for the scope: matmuls and linears in bfloat16, reductions and
-// the loss in float32; weights, gradients and AdamW stay float32.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+#define TINYLM_AUTOCAST_BY_DEVICE 1  // set_autocast_enabled(device, on) replaced the per-device calls
+#endif
+
+// LibTorch's autocast for the scope, on the model's device: matmuls and linears in
+// bfloat16, reductions and the loss in float32; weights, gradients and AdamW stay float32.
 class Autocast {
  public:
-  explicit Autocast(bool on) : on_(on) {
-    if (!on_) return;
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-    at::autocast::set_cpu_enabled(true);
-  }
+  Autocast(bool on, const torch::Device& device) : on_(on), cuda_(device.is_cuda()) { set(on_); }
   ~Autocast() {
     if (!on_) return;
-    at::autocast::set_cpu_enabled(false);
+    set(false);
     at::autocast::clear_cache();
   }
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;
 
  private:
-  bool on_;
+  void set(bool enabled) const {
+    if (!on_) return;
+#ifdef TINYLM_AUTOCAST_BY_DEVICE
+    const auto type = cuda_ ? at::kCUDA : at::kCPU;
+    at::autocast::set_autocast_dtype(type, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type, enabled);
+#else
+    if (cuda_) {
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(enabled);
+    } else {
+      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(enabled);
+    }
+#endif
+  }
+  bool on_, cuda_;
 };
 
 }  // namespace
 
+void check_batch_splits(const TrainConfig& config, int world_size) {
+  const int64_t global = config.batch_size * config.gradient_accumulation_steps;
+  if (global % world_size != 0) {
+    throw std::invalid_argument(
+        "the global batch, train.batch_size x train.gradient_accumulation_steps = " +
+        std::to_string(global) + " sequences, does not split evenly over " +
+        std::to_string(world_size) + " ranks; make it a multiple of the world size");
+  }
+}
+
 StepResult train_step(GPT& model, AdamW& optimizer, const TrainConfig& config, double lr,
-                      const BatchSource& next_batch) {
-  StepResult result;
-  const double micro_steps = static_cast<double>(config.gradient_accumulation_steps);
+                      const BatchSource& next_batch, RankGroup* group, bool stop_requested) {
+  const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
+  const torch::Device device = optimizer.sync_buffer().device();
+  // The global batch, drawn whole on every rank so that the generators stay in step.
+  std::vector<torch::Tensor> xs, ys;
   for (int64_t micro = 0; micro < config.gradient_accumulation_steps; ++micro) {
-    const auto [x, y] = next_batch();  // (B, T), (B, T)
+    auto [x, y] = next_batch();  // (B, T), (B, T)
+    xs.push_back(std::move(x)), ys.push_back(std::move(y));
+  }
+  const torch::Tensor all_x = xs.size() == 1 ? xs[0] : torch::cat(xs);  // (B G, T)
+  const torch::Tensor all_y = ys.size() == 1 ? ys[0] : torch::cat(ys);  // (B G, T)
+  const int64_t share = all_x.size(0) / world, first = rank * share;
+
+  StepResult result;
+  double local_loss = 0.0;
+  for (int64_t begin = first; begin < first + share; begin += config.batch_size) {
+    const int64_t rows = std::min(config.batch_size, first + share - begin);
+    const torch::Tensor x = all_x.narrow(0, begin, rows).to(device, /*non_blocking=*/true);
+    const torch::Tensor y = all_y.narrow(0, begin, rows).to(device, /*non_blocking=*/true);
     torch::Tensor loss;
     {
-      Autocast autocast(config.dtype == "bfloat16");
-      loss = next_token_loss(model->forward(x), y).to(torch::kFloat32) / micro_steps;
+      Autocast autocast(config.dtype == "bfloat16", device);
+      // Weighted by the micro-batch's share of the slice; share / rows is G for equal parts.
+      loss = next_token_loss(model->forward(x), y).to(torch::kFloat32) /
+             (static_cast<double>(share) / static_cast<double>(rows));
     }
     loss.backward();
-    result.loss += loss.item<double>();
+    local_loss += loss.item<double>();
+  }
+  torch::Tensor& buffer = optimizer.sync_buffer();  // (N + 2,): gradients, loss, stop
+  const int64_t n = buffer.size(0) - AdamW::kSideSlots;
+  if (group) {
+    buffer[n] = local_loss;
+    buffer[n + 1] = stop_requested ? 1.0 : 0.0;
+    group->all_reduce_sum(buffer);
+    buffer.narrow(0, 0, n + 1).div_(world);
+    result.loss = buffer[n].item<double>();
+    result.stop = buffer[n + 1].item<double>() > 0.0;
+  } else {
+    result.loss = local_loss;
+    result.stop = stop_requested;
   }
   result.grad_norm = optimizer.clip_grad_norm(
       config.grad_clip > 0.0 ? config.grad_clip : std::numeric_limits<double>::infinity());

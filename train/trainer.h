@@ -2,13 +2,16 @@
 // The training loop: AdamW (weight decay on 2-D+ parameters only), the lr schedule,
 // gradient accumulation and clipping, periodic loss estimates, metrics.jsonl, checkpoints
 // (`last` at every eval, best/ when val improves) and exact resumption: a resumed run
-// reproduces the losses of an unbroken one step for step (same thread count, CPU).
+// reproduces the losses of an unbroken one step for step (same thread count, world size
+// and device). With a rank group the same loop runs on every rank (train/train_step.h says
+// how the batch is split); rank 0 alone writes the run directory and the progress line.
 
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 
+#include "train/rank_group.h"
 #include "train/run_config.h"
 
 namespace tinylm {
@@ -22,6 +25,10 @@ struct TrainOptions {
   const std::atomic<bool>* stop_requested = nullptr;
   // Called after every optimizer step with the number of steps completed.
   std::function<void(int64_t step)> on_step;
+  // Data parallel: this rank's group (null: one process). Every rank must pass the same
+  // config; train() checks that, and the build (`build_id`), before the first step.
+  RankGroup* group = nullptr;
+  std::string build_id;
 };
 
 // Sequences in the induction probe scored at every eval (model/induction_probe.h).

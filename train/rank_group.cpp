@@ -73,15 +73,15 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const WorldEnv& env, bool serve
     const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
     if (server) {
       throw std::runtime_error(fmt::format(
-          "rank 0 cannot host the store on port {}{} (set MASTER_PORT to a free port): {}",
+          "cannot host the store on port {}{} (set MASTER_PORT to a free port): {}",
           env.master_port,
           what.find("in use") != std::string::npos ? ", which is already in use" : "",
           what.substr(0, what.find('\n'))));
     }
     throw std::runtime_error(fmt::format(
-        "rank {} found no store at MASTER_ADDR:MASTER_PORT = {} within {} s (is rank 0 or the "
-        "launcher running there, and are MASTER_ADDR and MASTER_PORT right?)",
-        env.rank, where, std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
+        "found no store at MASTER_ADDR:MASTER_PORT = {} within {} s (is rank 0 or the launcher "
+        "running there, and are MASTER_ADDR and MASTER_PORT right?)",
+        where, std::chrono::duration_cast<std::chrono::seconds>(timeout).count()));
   }
 }
 
@@ -147,7 +147,7 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
   } catch (const std::exception& e) {
     const std::string what = e.what();
     throw std::runtime_error(fmt::format(
-        "rank {} of {}: not every rank joined within {} s ({})", env.rank, env.world_size,
+        "not all {} ranks joined within {} s ({})", env.world_size,
         std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
         what.substr(0, what.find('\n'))));
   }
@@ -199,18 +199,16 @@ void RankGroup::throw_lost(const std::string& during, const std::string& cause) 
     }
   } catch (const std::exception&) {
     throw RankLost(fmt::format(
-        "rank {}: {} failed and the store at {}:{} is gone too, so {} was lost ({})", env_.rank,
-        during, env_.master_addr, env_.master_port,
+        "{} failed and the store at {}:{} is gone too, so {} was lost ({})", during, env_.master_addr, env_.master_port,
         env_.agent_store ? "the launcher" : "rank 0, which held it,", first_line));
   }
   std::string names;
   for (const int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
   if (names.empty()) {
-    throw RankLost(fmt::format("rank {}: {} failed, though every rank still answers ({})",
-                               env_.rank, during, first_line));
+    throw RankLost(fmt::format("{} failed, though every rank still answers ({})", during, first_line));
   }
-  throw RankLost(fmt::format("rank {}: lost rank {} of {} during {} ({})", env_.rank, names,
-                             env_.world_size, during, first_line));
+  throw RankLost(fmt::format("lost rank {} of {} during {} ({})", names, env_.world_size, during,
+                             first_line));
 }
 
 void RankGroup::agree(const std::string& topic,

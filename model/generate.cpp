@@ -15,9 +15,21 @@ class Stepper {
   Stepper(GPT& model, bool use_cache) : model_(model), use_cache_(use_cache), cache_(model->make_cache()) {}
 
   // Logits (B, V) for the position after tokens[:, :length], where the tokens before the
-  // last `fresh` ones were seen by earlier calls.
+  // last `fresh` ones were seen by earlier calls. `tokens` live on the CPU, as do the
+  // logits returned, whatever the model's device: sampling draws from a CPU generator.
   torch::Tensor next(const torch::Tensor& tokens, int64_t length, int64_t fresh) {
+    return next_on_device(tokens, length, fresh).to(torch::kCPU);
+  }
+
+ private:
+  torch::Tensor next_on_device(const torch::Tensor& cpu_tokens, int64_t length, int64_t fresh) {
     const ModelConfig& c = model_->config();
+    const torch::Device device = model_->device();
+    const int64_t first_needed = std::max<int64_t>(0, length - std::max(fresh, c.block_size));
+    const torch::Tensor tokens =
+        device.is_cpu() ? cpu_tokens
+                        : cpu_tokens.narrow(1, first_needed, length - first_needed).to(device);
+    if (!device.is_cpu()) length -= first_needed;  // positions into the copied slice
     const int64_t window = std::min(length, c.block_size);
     torch::Tensor logits;
     if (!use_cache_) {
@@ -35,7 +47,6 @@ class Stepper {
     return logits.select(1, -1);  // (B, V)
   }
 
- private:
   GPT& model_;
   bool use_cache_;
   KVCache cache_;

@@ -92,5 +92,54 @@ TEST(AdamW, MomentsRoundTripAndMisshapenOnesAreNamed) {
   }
 }
 
+// The whole-buffer operators that devices other than the CPU run are the same update.
+TEST(AdamW, OperatorPathEqualsTheFusedLoop) {
+  TrainConfig t;
+  t.beta1 = 0.9, t.beta2 = 0.95, t.weight_decay = 0.1;
+  ModelConfig c = small_config();
+  c.bias = false;  // the key bias's gradient is rounding noise (see the test above)
+  GPT a = test::random_model(c), b = test::random_model(c);
+  a->train(), b->train();
+  AdamW loop(a, t), operators(b, t);
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(9);
+  for (int step = 0; step < 5; ++step) {
+    const torch::Tensor x = torch::randint(11, {3, 8}, rng, torch::kInt64);
+    loss_of(a, x).backward();
+    loss_of(b, x).backward();
+    loop.step(1e-2);
+    operators.step_with_operators(1e-2);
+    loop.zero_grad(), operators.zero_grad();
+  }
+  const auto theirs = b->named_parameters();
+  for (const auto& item : a->named_parameters()) {
+    const torch::Tensor other = theirs[item.key()];
+    EXPECT_FALSE(torch::equal(item.value(), test::random_model(c)->named_parameters()[item.key()]))
+        << item.key() << " did not move";
+    EXPECT_TRUE(torch::allclose(item.value(), other, 1e-5, 1e-6)) << item.key();
+  }
+  EXPECT_EQ(loop.steps(), operators.steps());
+}
+
+// Autograd writes the gradients into the first N elements of the all-reduce buffer; the
+// side slots after them are free, and zero_grad clears them too.
+TEST(AdamW, GradientsLiveAtTheFrontOfTheSyncBuffer) {
+  GPT model = test::random_model(small_config());
+  model->train();
+  AdamW a(model, TrainConfig{});
+  const torch::Tensor buffer = a.sync_buffer();
+  EXPECT_EQ(buffer.numel(), model->num_parameters() + AdamW::kSideSlots);
+  loss_of(model, torch::ones({2, 8}, torch::kInt64)).backward();
+  buffer[buffer.numel() - 1] = 5.0;
+  torch::Tensor flat = torch::cat([&] {
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : model->parameters()) grads.push_back(p.grad().reshape(-1));
+    return grads;
+  }());
+  EXPECT_NEAR(flat.norm().item<double>(), buffer.narrow(0, 0, model->num_parameters()).norm().item<double>(), 1e-6);
+  EXPECT_GT(flat.norm().item<double>(), 0.0);
+  a.zero_grad();
+  EXPECT_EQ(buffer.abs().sum().item<double>(), 0.0);
+}
+
 }  // namespace
 }  // namespace tinylm

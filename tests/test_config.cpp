@@ -39,6 +39,18 @@ TEST(RunConfig, ShippedConfigsLoad) {
   EXPECT_EQ(fast.model.pos_encoding, "rope");
   EXPECT_EQ(fast.model.norm, "rmsnorm");
   EXPECT_EQ(fast.model.mlp, "swiglu");
+  // nanoGPT's GPU recipe, as its config/train_shakespeare_char.py has it.
+  const RunConfig gpu = load_run_config(test::source_dir() / "configs/shakespeare_char_gpu.toml");
+  EXPECT_EQ(gpu.model.n_layer, 6);
+  EXPECT_EQ(gpu.model.n_head, 6);
+  EXPECT_EQ(gpu.model.n_embd, 384);
+  EXPECT_EQ(gpu.model.block_size, 256);
+  EXPECT_DOUBLE_EQ(gpu.model.dropout, 0.2);
+  EXPECT_EQ(gpu.train.batch_size, 64);
+  EXPECT_EQ(gpu.train.max_iters, 5000);
+  EXPECT_DOUBLE_EQ(gpu.train.learning_rate, 1e-3);
+  EXPECT_EQ(gpu.train.device, "cuda");
+  EXPECT_EQ(gpu.train.dtype, "bfloat16");
   for (const char* name : {"tiny", "shakespeare_bpe", "tinystories", "induction"}) {
     EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs" / (std::string(name) + ".toml"))) << name;
   }
@@ -50,6 +62,14 @@ TEST(RunConfig, CorpusPathIsRelativeToTheConfigFile) {
   RunConfig overridden = c;
   apply_overrides(overridden, {"data.path=corpus/here.txt"});  // the command line: as given
   EXPECT_EQ(overridden.data.path, "corpus/here.txt");
+}
+
+TEST(RunConfig, DeviceAndDistTimeoutAreChecked) {
+  EXPECT_NE(load_error("[train]\ndevice = \"gpu\"\n").find("train.device must be cpu, cuda or cuda:N (got \"gpu\")"),
+            std::string::npos);
+  EXPECT_NE(load_error("[train]\ndevice = \"cuda:x\"\n").find("train.device must be"), std::string::npos);
+  EXPECT_EQ(load_error("[train]\ndevice = \"cuda:1\"\n"), "");
+  EXPECT_NE(load_error("[train]\ndist_timeout_s = 0.0\n").find("train.dist_timeout_s must be > 0"), std::string::npos);
 }
 
 TEST(RunConfig, UnknownKeyNamesTheClosest) {

@@ -28,14 +28,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-// Median seconds of `repeats` calls of f after `warmup` unmeasured ones.
+// Waits for the device's queued work (CUDA runs asynchronously); nothing on the CPU.
+void synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Median seconds of `repeats` calls of f after `warmup` unmeasured ones, on `device`.
 template <class F>
-double median_seconds(int warmup, int repeats, F&& f) {
+double median_seconds(int warmup, int repeats, F&& f, const torch::Device& device = torch::kCPU) {
   for (int i = 0; i < warmup; ++i) f();
+  synchronize(device);
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = Clock::now();
     f();
+    synchronize(device);
     times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   std::sort(times.begin(), times.end());
@@ -43,15 +50,17 @@ double median_seconds(int warmup, int repeats, F&& f) {
 }
 
 // GFLOP/s of (m, k) @ (k, n) in `dtype`, enough calls per repeat to last ~50 ms.
-double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repeats) {
+double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repeats,
+                   const torch::Device& device) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
-  const torch::Tensor a = torch::randn({m, k}, rng).to(dtype), b = torch::randn({k, n}, rng).to(dtype);
+  const torch::Tensor a = torch::randn({m, k}, rng).to(device, dtype);
+  const torch::Tensor b = torch::randn({k, n}, rng).to(device, dtype);
   const double flops = 2.0 * static_cast<double>(m * k * n);
-  const double one = median_seconds(1, 1, [&] { torch::mm(a, b); });
+  const double one = median_seconds(1, 1, [&] { torch::mm(a, b); }, device);
   const int calls = std::max(1, static_cast<int>(0.05 / std::max(one, 1e-6)));
   return flops * calls / median_seconds(1, repeats, [&] {
            for (int i = 0; i < calls; ++i) torch::mm(a, b);
-         }) / 1e9;
+         }, device) / 1e9;
 }
 
 double rss_mb(bool peak) {
@@ -83,6 +92,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
   struct Args {
     std::string config_path = "configs/shakespeare_char.toml";
     int threads = 0, repeats = 5, steps = 20;
+    std::string device = "cpu";
     int64_t num_samples = 8, max_new_tokens = 500;
     bool json = false;
   };
@@ -90,6 +100,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure matmul rate, training and sampling speed, memory");
   cmd->add_option("config", args->config_path, "The config to measure (default: configs/shakespeare_char.toml)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N: where the model and matmuls run");
   cmd->add_option("--repeats", args->repeats, "Measured repeats of each figure (median)")->check(CLI::Range(1, 1000));
   cmd->add_option("--steps", args->steps, "Training steps measured per repeat")->check(CLI::Range(1, 100000));
   cmd->add_option("--num-samples", args->num_samples, "Batch N of the batched sampling figures")->check(CLI::Range(2, 1000));
@@ -101,6 +112,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
   return [args, cmd]() {
     const std::vector<std::string> overrides = parse_overrides(cmd->remaining());
     set_threads(args->threads);
+    const torch::Device device = parse_device(args->device);
     const double rss_start = rss_mb(false);
     RunConfig config = load_config_with_overrides(args->config_path, overrides, true);
     RunDataOptions data_options;
@@ -110,7 +122,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
     const TrainConfig& t = config.train;
     const ModelConfig& mc = config.model;
     const int R = args->repeats;
-    json out = {{"config", args->config_path}, {"threads", torch::get_num_threads()},
+    json out = {{"config", args->config_path}, {"threads", torch::get_num_threads()}, {"device", device.str()},
                 {"repeats", R}, {"dtype", t.dtype}};
 
     // 1. The matmul rate: the shape of the model's widest training matmul, and 1024^3.
@@ -120,7 +132,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
     for (const auto& [dtype, name] : {std::pair{torch::kFloat32, "float32"}, {torch::kBFloat16, "bfloat16"}}) {
       for (const auto& shape : {std::vector<int64_t>{rows, mc.n_embd, 4 * mc.n_embd}, {1024, 1024, 1024}}) {
         matmul.push_back({{"dtype", name}, {"m", shape[0]}, {"k", shape[1]}, {"n", shape[2]},
-                          {"gflops", matmul_rate(shape[0], shape[1], shape[2], dtype, R)}});
+                          {"gflops", matmul_rate(shape[0], shape[1], shape[2], dtype, R, device)}});
       }
     }
     out["matmul"] = matmul;
@@ -132,6 +144,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
     GPT model(mc);
     auto init = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed));
     model->init_weights(init);
+    model->to(device);
     model->train();
     AdamW optimizer(model, t);
     auto batches = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
@@ -139,7 +152,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
     const BatchSource next = [&] { return sampler.sample(batches); };
     const double step_s = median_seconds(1, R, [&] {
                             for (int i = 0; i < args->steps; ++i) train_step(model, optimizer, t, t.learning_rate, next);
-                          }) / args->steps;
+                          }, device) / args->steps;
     const double tokens_per_step = static_cast<double>(rows * t.gradient_accumulation_steps);
     const double model_flops = flops_per_token(model) * tokens_per_step / step_s / 1e9;
     const double batch_s = median_seconds(3, R, [&] { for (int i = 0; i < 100; ++i) next(); }) / 100;
@@ -168,8 +181,8 @@ std::function<int()> add_bench_command(CLI::App& app) {
       std::printf("%s\n", out.dump(2).c_str());
       return 0;
     }
-    std::printf("tinylm bench %s: %d threads, medians of %d repeats after a warm-up\n",
-                args->config_path.c_str(), torch::get_num_threads(), R);
+    std::printf("tinylm bench %s: %s, %d threads, medians of %d repeats after a warm-up\n",
+                args->config_path.c_str(), device.str().c_str(), torch::get_num_threads(), R);
     std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s\n",
                 static_cast<double>(model->num_parameters()) / 1e6, mc.pos_encoding.c_str(),
                 mc.norm.c_str(), mc.mlp.c_str(), static_cast<long>(t.batch_size),

@@ -22,6 +22,7 @@ std::function<int()> add_eval_command(CLI::App& app) {
     std::string run, split = "val", text, ablate;
     bool json = false;
     int threads = 0;
+    std::string device = "cpu";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval", "Measure loss, perplexity and bits per byte");
@@ -32,11 +33,14 @@ std::function<int()> add_eval_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_option("--ablate", args->ablate, "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
 
   return [args]() {
     set_threads(args->threads);
     const std::vector<HeadRef> ablated = parse_ablate_flag(args->ablate);
+    const torch::Device device = parse_device(args->device);
     LoadedRun run = load_run(args->run);
+    run.model->to(device);
     const std::vector<HookHandle> ablation = ablate_from_flag(run.model, ablated);
     std::string source;
     TokenSplit tokens;

@@ -167,6 +167,7 @@ std::function<int()> add_inspect_command(CLI::App& app) {
     bool heads = false, ablate = false, priors = false, logit_lens = false, all = false;
     int64_t windows = 32, probes = 8, seed = 0;
     int threads = 0;
+    std::string device = "cpu";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("inspect", "Look inside a trained run: attention, head scores, ablation, priors");
@@ -184,6 +185,7 @@ std::function<int()> add_inspect_command(CLI::App& app) {
   cmd->add_option("--html", args->html, "Write the self-contained HTML report here");
   cmd->add_option("--json", args->json, "Write the JSON document here (- for stdout)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  cmd->add_option("--device", args->device, "Accepted for symmetry; the analyses run on the CPU");
 
   return [args]() {
     set_threads(args->threads);
@@ -200,6 +202,12 @@ std::function<int()> add_inspect_command(CLI::App& app) {
     check_writable(args->json, "--json");
 
     const auto start = std::chrono::steady_clock::now();
+    // The analyses read activations and weights on the CPU, and the models tinylm inspects
+    // are small: a CUDA device is checked, then the work stays here.
+    if (!parse_device(args->device).is_cpu()) {
+      spdlog::warn("inspect runs on the CPU: its analyses read activations there (--device {} "
+                   "is not used)", args->device);
+    }
     LoadedRun run = load_run(args->run);
     run.model->eval();
     const ModelConfig& mc = run.model->config();

@@ -28,6 +28,7 @@ std::function<int()> add_sample_command(CLI::App& app) {
     std::optional<int64_t> max_new_tokens, top_k, seed, num_samples;
     std::optional<double> temperature, top_p;
     int threads = 0;
+    std::string device = "cpu";
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("sample", "Generate text from a trained run");
@@ -45,11 +46,14 @@ std::function<int()> add_sample_command(CLI::App& app) {
                 "Run the whole window for every token instead of using the KV cache");
   cmd->add_option("--ablate", args->ablate, "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
 
   return [args]() {
     set_threads(args->threads);
     const std::vector<HeadRef> ablated = parse_ablate_flag(args->ablate);
+    const torch::Device device = parse_device(args->device);
     LoadedRun run = load_run(args->run);
+    run.model->to(device);
     const std::vector<HookHandle> ablation = ablate_from_flag(run.model, ablated);
     SampleConfig s = run.config.sample;
     if (args->prompt) s.prompt = *args->prompt;

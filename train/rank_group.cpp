@@ -5,11 +5,11 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 #ifdef TINYLM_WITH_NCCL
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <cstdlib>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -131,6 +131,7 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
   try {
     if (device.is_cuda()) {
 #ifdef TINYLM_WITH_NCCL
+      if (device.has_index()) c10::cuda::set_device(device.index());  // NCCL's communicator binds to it
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
       collectives_->backend =

@@ -343,7 +343,10 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
     progress.update(state.step, t.max_iters, loss_sum, tokens_per_step / step_seconds_avg,
                     step_seconds_avg * static_cast<double>(t.max_iters - state.step));
     if (options.on_step) options.on_step(state.step);
-    if (result.stop) {  // with a group, every rank sees the request in the same step
+    // One process stops as soon as asked; ranks when the all-reduce has told them all, so
+    // that they stop after the same step.
+    const bool stop = group ? result.stop : options.stop_requested && options.stop_requested->load();
+    if (stop) {
       progress.clear();
       checkpoint(out);
       if (writer) {

@@ -201,6 +201,21 @@ TEST_F(DataParallel, TwoRanksTrainTheModelOneProcessTrains) {
   EXPECT_EQ(json::parse(test::read_text(dir / "two/state.json"))["world_size"], 2);
 }
 
+// What is left between 2 ranks and 1 process is the order of one sum: 2 ranks of batch 8
+// compute exactly what 1 process computes in 2 micro-batches of 4 (autograd adds the second
+// micro-batch's gradient to the first's, the all-reduce adds rank 1's to rank 0's), so
+// every weight is the same to the bit.
+TEST_F(DataParallel, TwoRanksEqualOneProcessWithTheSameMicroBatchesBitForBit) {
+  TempDir dir;
+  const auto one = test::run_tinylm("train " + config().string() + " --out " + (dir / "one").string() +
+                                    " --train.batch_size=4 --train.gradient_accumulation_steps=2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto two = test::run_tinylm("train " + config().string() + " --out " + (dir / "two").string() + " --nproc 2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_EQ(test::read_text(dir / "one/model.safetensors"), test::read_text(dir / "two/model.safetensors"));
+  EXPECT_EQ(test::read_text(dir / "one/optimizer.safetensors"), test::read_text(dir / "two/optimizer.safetensors"));
+}
+
 TEST_F(DataParallel, EpochSamplingAndAccumulationSplitTheSameWay) {
   TempDir dir;
   const auto cfg = write_config(dir.path(), 100, "gradient_accumulation_steps = 2\n",

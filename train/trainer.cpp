@@ -202,9 +202,13 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
     startup_error = e.what();
   }
   if (group) {
-    group->agree("config", loaded ? startup_facts(config, *loaded, options.build_id)
-                                  : std::vector<std::pair<std::string, std::string>>{},
-                 startup_error);
+    const auto facts = loaded ? startup_facts(config, *loaded, options.build_id)
+                              : std::vector<std::pair<std::string, std::string>>{};
+    group->agree("config", facts, startup_error);
+    Fingerprint hash;
+    for (const auto& [key, value] : facts) hash.add_field(key).add_field(value);
+    spdlog::info("all {} ranks run {} with the same config and data (hash {})", world,
+                 options.build_id, to_hex(hash.value()));
   }
   const TrainingData& data = *loaded;
   const Tokenizer& tokenizer = *data.tokenizer;
@@ -336,9 +340,11 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
       progress.clear();
       spdlog::info("step {}: loss {:.4f}, lr {:.2e}, {:.1f} ms/iter, {:.0f} tok/s, grad norm {:.3f}",
                    step, loss_sum, lr, dt * 1e3, tokens_per_step / dt, grad_norm);
-      if (metrics) metrics->write({{"kind", "train"}, {"step", step}, {"loss", loss_sum}, {"lr", lr},
-                     {"grad_norm", grad_norm}, {"ms_per_iter", dt * 1e3},
-                     {"tokens_per_s", tokens_per_step / dt}, {"elapsed_s", seconds_since(start)}});
+      if (metrics) {
+        metrics->write({{"kind", "train"}, {"step", step}, {"loss", loss_sum}, {"lr", lr},
+                        {"grad_norm", grad_norm}, {"ms_per_iter", dt * 1e3},
+                        {"tokens_per_s", tokens_per_step / dt}, {"elapsed_s", seconds_since(start)}});
+      }
     }
     progress.update(state.step, t.max_iters, loss_sum, tokens_per_step / step_seconds_avg,
                     step_seconds_avg * static_cast<double>(t.max_iters - state.step));

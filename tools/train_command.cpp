@@ -119,20 +119,20 @@ std::function<int()> add_train_command(CLI::App& app) {
     }
 
     std::unique_ptr<RankGroup> group;
+    torch::Device group_device = device;  // with torchrun and "cuda": cuda:LOCAL_RANK
     if (world) {
       if (world->rank > 0) {  // the others speak only of trouble, and say who they are
         spdlog::set_level(spdlog::level::warn);
         spdlog::set_pattern(fmt::format("[%H:%M:%S] rank {} %^%l%$ %v", world->rank));
       }
-      const int local_device = device.is_cuda() && !device.has_index() ? world->local_rank : -1;
-      const torch::Device rank_device =
-          local_device >= 0 ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_device)) : device;
-      if (rank_device.is_cuda()) config.train.device = rank_device.str();
+      if (device.is_cuda() && !device.has_index()) {
+        group_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world->local_rank));
+      }
       set_threads(args->threads > 0 ? args->threads : std::max(1, cores() / world->local_world_size));
       const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.train.dist_timeout_s * 1000));
-      group = std::make_unique<RankGroup>(*world, rank_device, timeout);
+      group = std::make_unique<RankGroup>(*world, group_device, timeout);
       spdlog::info("rank 0 of {} joined ({} on {}, store {}:{}{})", world->world_size,
-                   rank_device.is_cuda() ? "NCCL" : "Gloo", rank_device.str(), world->master_addr,
+                   group_device.is_cuda() ? "NCCL" : "Gloo", group_device.str(), world->master_addr,
                    world->master_port, world->agent_store ? ", the launcher's" : "");
     } else {
       set_threads(args->threads);
@@ -143,11 +143,15 @@ std::function<int()> add_train_command(CLI::App& app) {
     options.resume = args->resume;
     options.stop_requested = &g_stop_requested;
     options.group = group.get();
-    if (group) options.build_id = build_fingerprint();
+    if (group) {
+      options.device = group_device;
+      options.build_id = build_fingerprint();
+    }
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
-    spdlog::info("training {} -> {} on {}, {} threads (Ctrl-C saves and stops)", args->config_path,
-                 out.string(), config.train.device, torch::get_num_threads());
+    spdlog::info("training {} -> {} on {}, {} thread{} (Ctrl-C saves and stops)", args->config_path,
+                 out.string(), group ? group_device.str() : config.train.device, torch::get_num_threads(),
+                 torch::get_num_threads() == 1 ? "" : "s");
     const TrainResult result = train(config, options);
     std::signal(SIGINT, SIG_DFL);
     std::signal(SIGTERM, SIG_DFL);

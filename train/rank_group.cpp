@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -215,8 +216,14 @@ void RankGroup::throw_lost(const std::string& during, const std::string& cause) 
 void RankGroup::agree(const std::string& topic,
                       const std::vector<std::pair<std::string, std::string>>& facts,
                       const std::string& local_error) {
-  std::string text = local_error + "\n";
-  for (const auto& [key, value] : facts) text += key + "\t" + value + "\n";
+  // One line per fact, "key TAB value"; the first line is the error, kept on one line.
+  const auto one_line = [](std::string t) {
+    std::replace(t.begin(), t.end(), '\n', ' ');
+    std::replace(t.begin(), t.end(), '\t', ' ');
+    return t;
+  };
+  std::string text = one_line(local_error) + "\n";
+  for (const auto& [key, value] : facts) text += one_line(key) + "\t" + one_line(value) + "\n";
   const auto key_of = [&](int r) { return fmt::format("agree/{}/{}", topic, r); };
   std::vector<std::string> texts;
   try {

@@ -213,7 +213,7 @@ TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
   const TrainingData& data = *loaded;
   const Tokenizer& tokenizer = *data.tokenizer;
   config.model.vocab_size = tokenizer.vocab_size();
-  const torch::Device device(t.device);
+  const torch::Device device = options.device.value_or(torch::Device(t.device));
 
   // Model, optimizer and every source of randomness, seeded apart.
   torch::manual_seed(static_cast<uint64_t>(t.seed));

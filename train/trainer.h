@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <string>
 
 #include "train/rank_group.h"
 #include "train/run_config.h"
@@ -29,6 +31,8 @@ struct TrainOptions {
   // config; train() checks that, and the build (`build_id`), before the first step.
   RankGroup* group = nullptr;
   std::string build_id;
+  // This rank's device when it is not train.device as written (cuda:LOCAL_RANK for "cuda").
+  std::optional<torch::Device> device;
 };
 
 // Sequences in the induction probe scored at every eval (model/induction_probe.h).

@@ -298,6 +298,28 @@ TEST_F(DataParallel, AKilledRankStopsTheOthersNamingIt) {
   }
 }
 
+// A rank that hangs (SIGSTOP) rather than dies: the survivor's all-reduce times out after
+// dist_timeout_s, it names the silent rank, and the launcher kills the hung one.
+TEST_F(DataParallel, AHungRankIsNamedAfterTheTimeoutAndKilled) {
+  TempDir dir;
+  const auto cfg = write_config(dir.path(), 1000000);
+  const pid_t launcher = spawn({"train", cfg.string(), "--out", (dir / "run").string(), "--nproc", "2",
+                                "--threads", "1", "--train.dist_timeout_s=3"},
+                               {}, dir / "log");
+  wait_until_exists(dir / "run/state.json", launcher);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::vector<pid_t> ranks = children_of(launcher);
+  ASSERT_EQ(ranks.size(), 2u) << test::read_text(dir / "log");
+  ::kill(ranks[1], SIGSTOP);
+  const Exit exit = wait_for(launcher, 60);
+  const std::string log = test::read_text(dir / "log");
+  EXPECT_EQ(exit.code, 1) << log;
+  EXPECT_NE(log.find("rank 0: error: lost rank 1 of 2 during an all-reduce"), std::string::npos) << log;
+  EXPECT_NE(log.find("Timed out"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 rank is still running 13 s after the first failure: killing it"), std::string::npos) << log;
+  for (const pid_t rank : ranks) EXPECT_FALSE(alive(rank)) << "rank " << rank << " left running";
+}
+
 TEST_F(DataParallel, SignalsCheckpointOnceAndEveryRankExits130) {
   // SIGINT to the launcher, SIGTERM to rank 1, SIGINT to rank 0.
   for (const auto& [target, signal] : {std::pair{-1, SIGINT}, {1, SIGTERM}, {0, SIGINT}}) {

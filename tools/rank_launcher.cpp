@@ -123,8 +123,9 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, dou
       continue;
     }
     if (Clock::now() > kill_at) {
-      spdlog::error("{} rank{} still running {:.0f} s after the first failure: killing them",
-                    running, running == 1 ? "" : "s", dist_timeout_s + 10);
+      spdlog::error("{} still running {:.0f} s after the first failure: killing {}",
+                    running == 1 ? "1 rank is" : std::to_string(running) + " ranks are",
+                    dist_timeout_s + 10, running == 1 ? "it" : "them");
       ::kill(-group, SIGKILL);
       kill_at = Clock::time_point::max();
     }

@@ -43,8 +43,8 @@ torch::Device parse_device(const std::string& text) {
     index = std::stoll(digits);
   }
   if (!at::hasCUDA()) {
-    throw std::runtime_error("device " + text + ": this tinylm is built against a LibTorch without "
-                             "CUDA (" TORCH_VERSION "); build it against a CUDA one, as "
+    throw std::runtime_error("device " + text + ": this tinylm is built against LibTorch " TORCH_VERSION
+                             " without CUDA; build it against a CUDA one, as "
                              "scripts/gpu-check.sh does, or use --device cpu");
   }
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());

@@ -111,7 +111,7 @@ std::optional<WorldEnv> world_from_environment() {
 }
 
 struct RankGroup::Collectives {
-  c10::intrusive_ptr<c10d::Store> store;      // ours, under "tinylm/"
+  c10::intrusive_ptr<c10d::Store> store;       // ours, under ".../tinylm/"
   c10::intrusive_ptr<c10d::Store> beat_store;  // the heartbeat thread's own connection
   c10::intrusive_ptr<Backend> backend;
 };
@@ -129,6 +129,9 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
   collectives_->store = prefixed(tcp);
   collectives_->beat_store = prefixed(connect_store(env, false, timeout));
   const auto pg_store = c10::make_intrusive<c10d::PrefixStore>(attempt + "/pg", tcp);
+#ifndef TINYLM_WITH_NCCL
+  if (device.is_cuda()) throw std::runtime_error("this tinylm was built without NCCL, which CUDA ranks need");
+#endif
   try {
     if (device.is_cuda()) {
 #ifdef TINYLM_WITH_NCCL
@@ -137,8 +140,6 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
       options->timeout = timeout;
       collectives_->backend =
           c10::make_intrusive<c10d::ProcessGroupNCCL>(pg_store, env.rank, env.world_size, options);
-#else
-      throw std::runtime_error("this tinylm was built without NCCL, which CUDA ranks need");
 #endif
     } else {
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);

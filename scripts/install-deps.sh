@@ -12,6 +12,7 @@ packages=(
   libgtest-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   python3 python3-numpy python3-torch   # python3-torch: torchrun and PyTorch, references for tests
+  iproute2   # ip netns: two hosts on one machine for the two-machine torchrun test
   chromium fonts-liberation   # headless Chromium for the report test; a font to draw labels
 )
 # Node.js may come from elsewhere (this machine kind ships v20); Debian's is the fallback.

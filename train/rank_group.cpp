@@ -9,6 +9,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -49,13 +54,41 @@ bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr == "::1" || addr.rfind("127.", 0) == 0;
 }
 
-std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr) {
-  // As PyTorch: GLOO_SOCKET_IFNAME names the interface; on one machine the loopback address
-  // (the host name may resolve to an address that is not up); else the host name's address.
+// The local address this machine reaches `host` from: the source address the kernel picks
+// for a (never sent) UDP datagram to it. Empty when `host` does not resolve.
+std::string local_address_towards(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return "";
+  std::string address;
+  const int fd = ::socket(found->ai_family, SOCK_DGRAM, 0);
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    const void* raw = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    if (::inet_ntop(local.ss_family, raw, text, sizeof text)) address = text;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return address;
+}
+
+std::shared_ptr<::gloo::transport::Device> gloo_device(const std::string& master_addr, int port) {
+  // GLOO_SOCKET_IFNAME names the interface, as in PyTorch. Otherwise the address this
+  // machine reaches MASTER_ADDR from, which the others can reach it at too: PyTorch's
+  // default, the address the host name resolves to, is often 127.0.0.1 (Debian's
+  // /etc/hosts), and then no other machine can connect.
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
   }
   if (is_loopback(master_addr)) return c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  const std::string local = local_address_towards(master_addr, port);
+  if (!local.empty()) return c10d::ProcessGroupGloo::createDeviceForHostname(local);
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
 
@@ -143,7 +176,7 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
 #endif
     } else {
       auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-      options->devices.push_back(gloo_device(env.master_addr));
+      options->devices.push_back(gloo_device(env.master_addr, env.master_port));
       collectives_->backend =
           c10::make_intrusive<c10d::ProcessGroupGloo>(pg_store, env.rank, env.world_size, options);
     }

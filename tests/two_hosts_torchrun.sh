@@ -16,20 +16,17 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-if ! ip netns add "$a" 2> /dev/null; then
-  echo "two_hosts_torchrun: cannot make network namespaces here (needs root and iproute2): skipped"
+# Every step of the setup may be refused (not root, no CAP_NET_ADMIN, no veth): then skip.
+if ! { ip netns add "$a" && ip netns add "$b" &&
+       ip link add "v$$a" type veth peer name "v$$b" &&
+       ip link set "v$$a" netns "$a" && ip link set "v$$b" netns "$b" &&
+       ip -n "$a" addr add 10.77.0.1/24 dev "v$$a" && ip -n "$b" addr add 10.77.0.2/24 dev "v$$b" &&
+       ip -n "$a" link set lo up && ip -n "$b" link set lo up &&
+       ip -n "$a" link set "v$$a" up && ip -n "$b" link set "v$$b" up; } 2> "$work/setup.log"; then
+  echo "two_hosts_torchrun: cannot make two network namespaces here (needs root and iproute2): skipped"
+  cat "$work/setup.log"
   exit 77
 fi
-ip netns add "$b"
-ip link add "v$$a" type veth peer name "v$$b"
-ip link set "v$$a" netns "$a"
-ip link set "v$$b" netns "$b"
-ip -n "$a" addr add 10.77.0.1/24 dev "v$$a"
-ip -n "$b" addr add 10.77.0.2/24 dev "v$$b"
-for ns in "$a" "$b"; do
-  ip -n "$ns" link set lo up
-  ip -n "$ns" link set "$(ip -n "$ns" -o link show type veth | awk -F': ' '{print $2}' | cut -d@ -f1)" up
-done
 
 config=$source_dir/configs/shakespeare_char.toml
 args=(train "$config" --threads 1 --train.max_iters=60 --train.eval_interval=30

@@ -6,6 +6,7 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -67,24 +68,36 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, dou
   pid_t group = 0;  // the ranks' process group: a terminal's Ctrl-C reaches the launcher only,
                     // which forwards it once
   for (int rank = 0; rank < nproc; ++rank) {
+    // torchrun's environment, made before fork: between fork and exec only async-signal-safe
+    // calls are safe (the store's thread may hold the allocator's lock).
+    const std::vector<std::pair<std::string, std::string>> ours{
+        {"RANK", std::to_string(rank)},         {"LOCAL_RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(nproc)},  {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+        {"MASTER_ADDR", "127.0.0.1"},           {"MASTER_PORT", std::to_string(port)},
+        {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"}};
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e, name = entry.substr(0, entry.find('='));
+      if (std::none_of(ours.begin(), ours.end(), [&](const auto& kv) { return kv.first == name; })) {
+        env.push_back(entry);
+      }
+    }
+    for (const auto& [name, value] : ours) env.push_back(name + "=" + value);
+    std::vector<char*> envp;
+    for (std::string& entry : env) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(fmt::format("cannot start rank {}: fork failed", rank));
     if (pid == 0) {
       ::setpgid(0, group);
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != launcher) ::_exit(1);  // the launcher died before the line above
-      std::signal(SIGINT, SIG_DFL);
-      std::signal(SIGTERM, SIG_DFL);
-      ::setenv("RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
-      ::setenv("TORCHELASTIC_RESTART_COUNT", "0", 1);
-      ::execv("/proc/self/exe", argv.data());
-      std::fprintf(stderr, "tinylm: rank %d: cannot run /proc/self/exe\n", rank);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      ::execve("/proc/self/exe", argv.data(), envp.data());
+      const char message[] = "tinylm: a rank cannot run /proc/self/exe\n";
+      [[maybe_unused]] const ssize_t written = ::write(STDERR_FILENO, message, sizeof message - 1);
       ::_exit(127);
     }
     if (group == 0) group = pid;
@@ -93,7 +106,6 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, dou
   }
 
   using Clock = std::chrono::steady_clock;
-  std::vector<int> statuses(pids.size(), -1);
   int running = nproc;
   bool failed = false, interrupted = false;
   auto kill_at = Clock::time_point::max();  // set at the first failure
@@ -107,7 +119,6 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, dou
     if (pid > 0) {
       const auto rank = static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
       if (rank < pids.size()) {
-        statuses[rank] = status;
         --running;
         const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         const bool stopped = WIFEXITED(status) && WEXITSTATUS(status) == 130;

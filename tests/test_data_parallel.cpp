@@ -269,6 +269,27 @@ TEST_F(DataParallel, ResumeIsExactAtTheSameWorldSizeAndCloseAtAnother) {
   EXPECT_GE(expect_same_losses(reference(), dir / "one_then_two", 1e-5), 128);
 }
 
+// Dropout is seeded from (seed, step, rank) at every step, so resuming needs no generator
+// state: with dropout on, a resumed run still draws the masks of an unbroken one.
+TEST_F(DataParallel, ResumeWithDropoutIsExactAtOneAndTwoRanks) {
+  TempDir dir;
+  for (const std::string& ranks : {std::string(""), std::string(" --nproc 2")}) {
+    const std::string name = ranks.empty() ? "one" : "two";
+    const auto train = [&](const std::string& out, const std::string& extra) {
+      const auto r = test::run_tinylm("train " + config().string() + " --out " + (dir / out).string() +
+                                      " --model.dropout=0.2" + ranks + extra);
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+    };
+    train(name, "");
+    train(name + "_resumed", " --train.max_iters=80");
+    train(name + "_resumed", " --resume --train.max_iters=120");
+    EXPECT_EQ(expect_same_losses(dir / name, dir / (name + "_resumed"), 0.0), 128) << name;
+    EXPECT_EQ(max_weight_difference(dir / name, dir / (name + "_resumed")), 0.0) << name;
+  }
+  // Dropout is on: the run differs from the same run without it.
+  EXPECT_GT(max_weight_difference(dir / "one", reference()), 1e-3);
+}
+
 TEST_F(DataParallel, AKilledRankStopsTheOthersNamingIt) {
   for (const int victim : {1, 0}) {
     TempDir dir;

@@ -25,17 +25,24 @@ using nlohmann::json;
 using test::TempDir;
 using Clock = std::chrono::steady_clock;
 
-// A port nobody listens on now (the kernel's pick for port 0), so tests can run in parallel.
-int free_port() {
+// A TCP socket bound to port 0 of `address` (the kernel picks the port); returns the fd.
+int bound_socket(uint32_t address, int& port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  addr.sin_addr.s_addr = htonl(address);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return -1;
   socklen_t length = sizeof addr;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
+// A port nobody listens on now, so tests can run in parallel.
+int free_port() {
+  int port = 0;
+  ::close(bound_socket(INADDR_LOOPBACK, port));
+  return port;
 }
 
 using Env = std::vector<std::pair<std::string, std::string>>;
@@ -370,15 +377,11 @@ TEST_F(DataParallel, SignalsCheckpointOnceAndEveryRankExits130) {
 TEST_F(DataParallel, ABusyPortOrAnAbsentStoreIsAClearErrorWithinTheTimeout) {
   TempDir dir;
   // Something else listens on the port rank 0 is told to host the store on.
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  int busy_port = 0;
+  const int fd = bound_socket(INADDR_ANY, busy_port);
+  ASSERT_GE(fd, 0);
   ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t length = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
-  const std::string busy = std::to_string(ntohs(addr.sin_port));
+  const std::string busy = std::to_string(busy_port);
   const auto cfg = write_config(dir.path(), 10, "dist_timeout_s = 3\n");
   const std::vector<std::string> args{"train", cfg.string(), "--out", (dir / "run").string()};
   const pid_t rank0 = spawn(args, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", busy}}, dir / "log0");

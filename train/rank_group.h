@@ -19,10 +19,6 @@
 
 #include <torch/torch.h>
 
-namespace c10d {
-class Store;
-}
-
 namespace tinylm {
 
 // torchrun's environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
@@ -61,13 +57,12 @@ class RankGroup {
 
   int rank() const { return env_.rank; }
   int size() const { return env_.world_size; }
-  const WorldEnv& env() const { return env_; }
 
   // In place, every rank gets the same bits. Throws RankLost naming the lost rank(s).
   void all_reduce_sum(torch::Tensor& tensor);
 
-  // Each rank states (key, value) facts in the same order; when every rank's agree rank 0's
-  // this returns on every rank. Otherwise every rank throws the same std::runtime_error,
+  // Each rank states (key, value) facts in the same order; when every rank's facts equal
+  // rank 0's this returns on every rank. Otherwise every rank throws the same std::runtime_error,
   // naming the first rank and key that differ (or the first rank's non-empty `local_error`,
   // so that a rank that cannot start stops the others with its reason).
   void agree(const std::string& topic, const std::vector<std::pair<std::string, std::string>>& facts,
@@ -79,9 +74,7 @@ class RankGroup {
 
   WorldEnv env_;
   std::chrono::milliseconds timeout_;
-  std::shared_ptr<c10d::Store> store_;            // the job's store, under this attempt's prefix
-  std::shared_ptr<c10d::Store> heartbeat_store_;  // a second connection, for the beat thread
-  struct Collectives;
+  struct Collectives;  // the stores and the backend, kept out of this header
   std::unique_ptr<Collectives> collectives_;
   std::atomic<bool> stopping_{false};
   std::thread heartbeat_;

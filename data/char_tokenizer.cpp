@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/atomic_file.h"
-#include "data/fingerprint.h"
+#include "data/io/atomic_file.h"
+#include "data/io/fingerprint.h"
 #include "data/utf8.h"
 
 namespace tinylm {

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
-#include "data/fingerprint.h"
 #include "data/utf8.h"
 
 namespace tinylm {
@@ -33,15 +31,6 @@ std::vector<fs::path> corpus_files(const fs::path& path) {
   return files;
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path.string());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw std::runtime_error("cannot read " + path.string());
-  return buffer.str();
-}
-
 std::string read_corpus(const fs::path& path) {
   std::string text;
   CorpusReader reader(corpus_files(path), size_t{1} << 24);
@@ -49,23 +38,6 @@ std::string read_corpus(const fs::path& path) {
   while (reader.next(chunk)) text += chunk.text;
   if (text.empty()) throw std::runtime_error("corpus " + path.string() + " is empty");
   return text;
-}
-
-uint64_t fingerprint_files(const std::vector<fs::path>& files) {
-  Fingerprint fingerprint;
-  std::string buffer(size_t{1} << 20, '\0');
-  for (const fs::path& file : files) {
-    fingerprint.add_field(file.filename().string());
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open " + file.string());
-    while (in) {
-      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-      fingerprint.add(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
-    }
-    if (in.bad()) throw std::runtime_error("cannot read " + file.string());
-    fingerprint.add("\n--\n");
-  }
-  return fingerprint.value();
 }
 
 CorpusReader::CorpusReader(std::vector<fs::path> files, size_t chunk_bytes)

@@ -18,12 +18,6 @@ std::vector<std::filesystem::path> corpus_files(const std::filesystem::path& pat
 // Reads and validates the corpus; throws if missing, empty or not UTF-8.
 std::string read_corpus(const std::filesystem::path& path);
 
-// Reads one file whole; throws with the path if it cannot be read.
-std::string read_file(const std::filesystem::path& path);
-
-// A hash of the files' names and contents, read in pieces.
-uint64_t fingerprint_files(const std::vector<std::filesystem::path>& files);
-
 // Reads files in chunks of about `chunk_bytes` that end just after a '\n' (or at the end of
 // a file), so memory stays bounded however large the corpus. A line longer than 16 chunks
 // is cut at a character boundary, with a warning. Every chunk is validated as UTF-8.

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/fmt/fmt.h>
 
-#include "data/atomic_file.h"
-#include "data/corpus.h"
-#include "data/fingerprint.h"
+#include "data/io/atomic_file.h"
+#include "data/io/files.h"
+#include "data/io/fingerprint.h"
 #include "data/sentencepiece_api.h"
 
 namespace tinylm {

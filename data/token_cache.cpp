@@ -15,7 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "data/corpus.h"
-#include "data/fingerprint.h"
+#include "data/io/files.h"
+#include "data/io/fingerprint.h"
 #include "data/token_file.h"
 
 namespace tinylm {

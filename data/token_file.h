@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "data/atomic_file.h"
+#include "data/io/atomic_file.h"
 #include "data/token_sequence.h"
 
 namespace tinylm {

@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/atomic_file.h"
+#include "data/io/atomic_file.h"
 #include "data/char_tokenizer.h"
-#include "data/corpus.h"
-#include "data/fingerprint.h"
+#include "data/io/files.h"
+#include "data/io/fingerprint.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/utf8.h"
 

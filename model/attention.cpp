@@ -5,7 +5,7 @@
 
 #include <torch/version.h>
 
-#include "model/batched_matmul.h"
+#include "model/ops/batched_matmul.h"
 
 namespace tinylm {
 
@@ -48,25 +48,18 @@ AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const 
   return {scores, pattern, z};
 }
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, int64_t layer)
-    : hook_q(hook_name(layer, "attn.hook_q")),
-      hook_k(hook_name(layer, "attn.hook_k")),
-      hook_v(hook_name(layer, "attn.hook_v")),
-      hook_rot_q(hook_name(layer, "attn.hook_rot_q")),
-      hook_rot_k(hook_name(layer, "attn.hook_rot_k")),
-      hook_scores(hook_name(layer, "attn.hook_scores")),
-      hook_pattern(hook_name(layer, "attn.hook_pattern")),
-      hook_z(hook_name(layer, "attn.hook_z")),
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config,
+                                                 const HookScope& scope, int64_t layer)
+    : scope_(scope),
+      rotary_(config.pos_encoding == PosEncoding::kRope),
       layer_(layer),
       n_head_(config.n_head),
       n_kv_head_(config.kv_heads()),
       dropout_(config.dropout) {
   const int64_t C = config.n_embd, kv = n_kv_head_ * config.head_size();
-  c_attn = register_module(
-      "c_attn", Linear(C, C + 2 * kv, config.bias));
-  c_proj = register_module(
-      "c_proj", Linear(C, C, config.bias));
-  if (config.pos_encoding == "rope") {
+  c_attn = register_module("c_attn", Linear(C, C + 2 * kv, config.bias));
+  c_proj = register_module("c_proj", Linear(C, C, config.bias));
+  if (rotary_) {
     const RopeTables tables = rope_tables(config.block_size, config.head_size());
     // Buffers follow .to(device); checkpoints hold parameters only.
     rope_.cos = register_buffer("rope_cos", tables.cos);

@@ -23,8 +23,8 @@ namespace tinylm {
 // With LibTorch >= 2 on CUDA and no hook on the scores or the pattern, attention() takes
 // at::scaled_dot_product_attention and leaves scores and pattern undefined.
 struct AttentionResult {
-  torch::Tensor scores;   // (B, nh, T, T) after scaling and the mask
-  torch::Tensor pattern;  // (B, nh, T, T) rows sum to 1
+  torch::Tensor scores;   // (B, nh, T, Tk) after scaling and the mask; Tk = T without a cache
+  torch::Tensor pattern;  // (B, nh, T, Tk) rows sum to 1
   torch::Tensor z;        // (B, nh, T, hs) pattern @ v
 };
 
@@ -48,9 +48,13 @@ AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const 
                           const AttentionHooks& hooks = {});
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
+  // First: the hook points below are built from them.
+  HookScope scope_;
+  bool rotary_;
+
  public:
-  // `layer` names the hook points: blocks.{layer}.attn.hook_q, ...
-  CausalSelfAttentionImpl(const ModelConfig& config, int64_t layer);
+  // `layer` indexes the KV cache; `scope` names the hook points (blocks.L.attn.hook_q, ...).
+  CausalSelfAttentionImpl(const ModelConfig& config, const HookScope& scope, int64_t layer);
 
   // (B, T, C) -> (B, T, C). With a cache, x holds the tokens after the cached ones, at
   // absolute positions from cache->next_position(); their keys and values join the cache.
@@ -69,9 +73,17 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   Linear c_attn{nullptr};  // (C + 2 n_kv hs, C): q, k, v
   Linear c_proj{nullptr};  // (C, C)
 
-  HookPoint hook_q, hook_k, hook_v, hook_rot_q, hook_rot_k, hook_scores, hook_pattern, hook_z;
+  // In forward order.
+  HookPoint hook_q{scope_, "hook_q"};  // (B, nh, T, hs)
+  HookPoint hook_k{scope_, "hook_k"};  // (B, n_kv, T, hs)
+  HookPoint hook_v{scope_, "hook_v"};  // (B, n_kv, T, hs)
+  HookPoint hook_rot_q{scope_, "hook_rot_q", rotary_};
+  HookPoint hook_rot_k{scope_, "hook_rot_k", rotary_};
+  HookPoint hook_scores{scope_, "hook_scores"};    // (B, nh, T, Tk)
+  HookPoint hook_pattern{scope_, "hook_pattern"};  // (B, nh, T, Tk)
+  HookPoint hook_z{scope_, "hook_z"};              // (B, nh, T, hs)
 
-  bool rotary() const { return rope_.cos.defined(); }
+  bool rotary() const { return rotary_; }
   const RopeTables& rope() const { return rope_; }
 
  private:

@@ -2,16 +2,11 @@
 
 namespace tinylm {
 
-MLPImpl::MLPImpl(const ModelConfig& config, int64_t layer)
-    : hook_pre(hook_name(layer, "mlp.hook_pre")),
-      hook_pre_linear(hook_name(layer, "mlp.hook_pre_linear")),
-      hook_post(hook_name(layer, "mlp.hook_post")),
-      dropout_(config.dropout),
-      gated_(config.mlp == "swiglu") {
+MLPImpl::MLPImpl(const ModelConfig& config, const HookScope& scope)
+    : scope_(scope), gated_(config.mlp == MlpKind::kSwiglu), dropout_(config.dropout) {
   const int64_t C = config.n_embd, H = gated_ ? config.swiglu_hidden() : 4 * C;
   c_fc = register_module("c_fc", Linear(C, gated_ ? 2 * H : H, config.bias));
-  c_proj = register_module(
-      "c_proj", Linear(H, C, config.bias));
+  c_proj = register_module("c_proj", Linear(H, C, config.bias));
 }
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
@@ -28,19 +23,14 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   return y;
 }
 
-BlockImpl::BlockImpl(const ModelConfig& config, int64_t layer)
-    : hook_resid_pre(hook_name(layer, "hook_resid_pre")),
-      hook_attn_out(hook_name(layer, "hook_attn_out")),
-      hook_resid_mid(hook_name(layer, "hook_resid_mid")),
-      hook_mlp_out(hook_name(layer, "hook_mlp_out")),
-      hook_resid_post(hook_name(layer, "hook_resid_post")) {
-  ln_1 = register_module("ln_1", Norm(config.n_embd, config.bias, config.norm));
-  attn = register_module("attn", CausalSelfAttention(config, layer));
-  if (!config.attn_only) {
-    ln_2 = register_module("ln_2", Norm(config.n_embd, config.bias, config.norm));
-    mlp = register_module("mlp", MLP(config, layer));
-  }
-}
+BlockImpl::BlockImpl(const ModelConfig& config, const HookScope& scope, int64_t layer)
+    : scope_(scope),
+      has_mlp_(!config.attn_only),
+      ln_1(register_module("ln_1", Norm(config.n_embd, config.bias, config.norm))),
+      attn(register_module("attn", CausalSelfAttention(config, scope / "attn", layer))),
+      ln_2(has_mlp_ ? register_module("ln_2", Norm(config.n_embd, config.bias, config.norm))
+                    : Norm(nullptr)),
+      mlp(has_mlp_ ? register_module("mlp", MLP(config, scope / "mlp")) : MLP(nullptr)) {}
 
 torch::Tensor BlockImpl::forward(torch::Tensor x, KVCache* cache) {
   x = hook_resid_pre(x);
@@ -49,20 +39,6 @@ torch::Tensor BlockImpl::forward(torch::Tensor x, KVCache* cache) {
   x = hook_resid_mid(x);
   x = x + hook_mlp_out(mlp(ln_2(x)));
   return hook_resid_post(x);
-}
-
-std::vector<HookPoint*> BlockImpl::hook_points() {
-  // In the order the forward pass reaches them.
-  std::vector<HookPoint*> points = {&hook_resid_pre, &attn->hook_q, &attn->hook_k, &attn->hook_v};
-  if (attn->rotary()) points.insert(points.end(), {&attn->hook_rot_q, &attn->hook_rot_k});
-  points.insert(points.end(), {&attn->hook_scores, &attn->hook_pattern, &attn->hook_z, &hook_attn_out});
-  if (mlp) {
-    points.insert(points.end(), {&hook_resid_mid, &mlp->hook_pre});
-    if (mlp->gated()) points.push_back(&mlp->hook_pre_linear);
-    points.insert(points.end(), {&mlp->hook_post, &hook_mlp_out});
-  }
-  points.push_back(&hook_resid_post);
-  return points;
 }
 
 }  // namespace tinylm

@@ -11,8 +11,6 @@
 // only), mlp.hook_post (what c_proj reads), hook_mlp_out, hook_resid_post; an
 // attention-only block has no hook_resid_mid and no MLP hooks.
 
-#include <vector>
-
 #include <torch/torch.h>
 
 #include "model/attention.h"
@@ -25,36 +23,47 @@
 namespace tinylm {
 
 class MLPImpl : public torch::nn::Module {
+  HookScope scope_;  // first: the hook points below are built from these
+  bool gated_;
+
  public:
-  MLPImpl(const ModelConfig& config, int64_t layer);
+  MLPImpl(const ModelConfig& config, const HookScope& scope);
   torch::Tensor forward(const torch::Tensor& x);  // (B, T, C) -> (B, T, C)
 
   Linear c_fc{nullptr};    // (4C, C), or (2H, C) for SwiGLU
   Linear c_proj{nullptr};  // (C, 4C), or (C, H)
-  HookPoint hook_pre, hook_pre_linear, hook_post;  // (B, T, 4C or H); hook_pre_linear: SwiGLU
+  // In forward order, (B, T, 4C or H).
+  HookPoint hook_pre{scope_, "hook_pre"};
+  HookPoint hook_pre_linear{scope_, "hook_pre_linear", gated_};  // SwiGLU's up
+  HookPoint hook_post{scope_, "hook_post"};
 
   bool gated() const { return gated_; }
 
  private:
   double dropout_;
-  bool gated_;
 };
 TORCH_MODULE(MLP);
 
 class BlockImpl : public torch::nn::Module {
+  HookScope scope_;  // first: the members below are built from these
+  bool has_mlp_;
+
  public:
-  BlockImpl(const ModelConfig& config, int64_t layer);
+  // `scope` is the block's: blocks.{layer}.
+  BlockImpl(const ModelConfig& config, const HookScope& scope, int64_t layer);
   // (B, T, C) -> (B, T, C); the cache as in CausalSelfAttentionImpl::forward.
   torch::Tensor forward(torch::Tensor x, KVCache* cache = nullptr);
 
-  // Every hook point of this block, attention's and the MLP's included.
-  std::vector<HookPoint*> hook_points();
-
-  Norm ln_1{nullptr};
-  CausalSelfAttention attn{nullptr};
-  Norm ln_2{nullptr};  // null when attention-only
-  MLP mlp{nullptr};         // null when attention-only
-  HookPoint hook_resid_pre, hook_attn_out, hook_resid_mid, hook_mlp_out, hook_resid_post;
+  // Submodules and hook points in forward order: the order they are built and listed in.
+  HookPoint hook_resid_pre{scope_, "hook_resid_pre"};
+  Norm ln_1;
+  CausalSelfAttention attn;
+  HookPoint hook_attn_out{scope_, "hook_attn_out"};
+  HookPoint hook_resid_mid{scope_, "hook_resid_mid", has_mlp_};
+  Norm ln_2;  // null when attention-only
+  MLP mlp;    // null when attention-only
+  HookPoint hook_mlp_out{scope_, "hook_mlp_out", has_mlp_};
+  HookPoint hook_resid_post{scope_, "hook_resid_post"};
 };
 TORCH_MODULE(Block);
 

@@ -1,27 +1,47 @@
 #pragma once
-// The shape and options of a GPT. Plain data with defaults and validate(); reading it from
-// TOML or JSON is the caller's business (train/run_config, train/checkpoint).
+// The shape and options of a GPT: plain data with defaults, its keys (model/config_key.h)
+// and validate(). Reading it from TOML or JSON is train/'s business, through the keys.
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "model/config_key.h"
 
 namespace tinylm {
+
+enum class PosEncoding { kLearned, kSinusoidal, kRope, kNone };
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class MlpKind { kGelu, kSwiglu };  // Linear 4C, GELU, Linear | LLaMA's gated MLP
+
+template <>
+struct EnumNames<PosEncoding> {
+  static constexpr std::array<const char*, 4> kNames = {"learned", "sinusoidal", "rope", "none"};
+};
+template <>
+struct EnumNames<NormKind> {
+  static constexpr std::array<const char*, 2> kNames = {"layernorm", "rmsnorm"};
+};
+template <>
+struct EnumNames<MlpKind> {
+  static constexpr std::array<const char*, 2> kNames = {"gelu", "swiglu"};
+};
 
 struct ModelConfig {
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;
   int64_t block_size = 64;
-  int64_t vocab_size = 0;  // set from the tokenizer
+  int64_t vocab_size = 0;  // set from the tokenizer; not a key of the TOML files
   double dropout = 0.0;
-  bool bias = true;                        // biases in Linear and LayerNorm
-  std::string pos_encoding = "learned";    // learned | sinusoidal | rope | none
-  std::string norm = "layernorm";          // layernorm | rmsnorm
-  std::string mlp = "gelu";                // gelu (Linear 4C, GELU, Linear) | swiglu
-  int64_t n_kv_head = 0;                   // heads of keys and values; 0 = n_head, fewer = GQA
-  bool tie_weights = true;                 // lm_head shares the token embedding
-  bool attn_only = false;                  // blocks without ln_2 and MLP
-  double init_std = 0.02;                  // std of the weights at init (GPT-2's 0.02)
+  bool bias = true;
+  PosEncoding pos_encoding = PosEncoding::kLearned;
+  NormKind norm = NormKind::kLayerNorm;
+  MlpKind mlp = MlpKind::kGelu;
+  int64_t n_kv_head = 0;  // 0 = n_head
+  bool tie_weights = true;
+  bool attn_only = false;
+  double init_std = 0.02;
 
   int64_t head_size() const { return n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -30,10 +50,19 @@ struct ModelConfig {
   int64_t swiglu_hidden() const { return (8 * n_embd / 3 + 7) / 8 * 8; }
   // Positions that never enter the residual stream (rope, none): cached keys and values stay
   // valid when the window slides, so a KV cache can drop its oldest position and go on.
-  bool relative_positions() const { return pos_encoding == "rope" || pos_encoding == "none"; }
+  bool relative_positions() const {
+    return pos_encoding == PosEncoding::kRope || pos_encoding == PosEncoding::kNone;
+  }
 
   // Throws std::invalid_argument naming the field ("model.n_head ...") and the allowed range.
   void validate() const;
 };
+
+// Every key of ModelConfig (vocab_size aside), in the order configs list them.
+const std::vector<ConfigKey<ModelConfig>>& model_keys();
+
+// The keys config.json must hold: nanoGPT's GPTConfig. The others, absent in runs from
+// before they existed, take their defaults.
+const std::vector<std::string>& gptconfig_keys();
 
 }  // namespace tinylm

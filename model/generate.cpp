@@ -3,7 +3,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "model/decode_step.h"
+#include "model/ops/decode_step.h"
+#include "model/scoped_mode.h"
 
 namespace tinylm {
 namespace {
@@ -88,7 +89,7 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const std::vector<int64_t
                                            const TokenCallback& on_token) {
   if (context.empty()) throw std::invalid_argument("generation needs at least one context token");
   c10::InferenceMode inference;  // no autograd bookkeeping at all
-  model->eval();
+  const ScopedMode eval = eval_mode(*model);
   const int64_t B = options.num_samples, prompt = static_cast<int64_t>(context.size());
   // Every sample's tokens so far, (B, prompt + max_new_tokens).
   torch::Tensor tokens = torch::empty({B, prompt + options.max_new_tokens}, torch::kInt64);
@@ -115,7 +116,7 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const std::vector<int64_t
 
 torch::Tensor step_logits(GPT& model, const torch::Tensor& tokens, int64_t prompt, bool use_cache) {
   c10::InferenceMode inference;
-  model->eval();
+  const ScopedMode eval = eval_mode(*model);
   Stepper stepper(model, use_cache);
   std::vector<torch::Tensor> steps;
   for (int64_t length = prompt; length <= tokens.size(1); ++length) {

@@ -17,36 +17,37 @@ torch::Tensor sinusoidal_positions(int64_t block_size, int64_t n_embd) {
   return table.to(torch::kFloat32);
 }
 
-TransformerImpl::TransformerImpl(const ModelConfig& config) {
+TransformerImpl::TransformerImpl(const ModelConfig& config, const HookScope& scope) {
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
-  if (config.pos_encoding == "learned") {
+  if (config.pos_encoding == PosEncoding::kLearned) {
     wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
   }
   auto blocks = register_module("h", torch::nn::ModuleList());
   for (int64_t i = 0; i < config.n_layer; ++i) {
-    h.push_back(Block(config, i));
+    h.push_back(Block(config, scope / ("blocks." + std::to_string(i)), i));
     blocks->push_back(h.back());
   }
   ln_f = register_module("ln_f", Norm(config.n_embd, config.bias, config.norm));
 }
 
-GPTImpl::GPTImpl(ModelConfig config) : config_(std::move(config)) {
-  config_.validate();
-  transformer = register_module("transformer", Transformer(config_));
+namespace {
+
+ModelConfig validated(ModelConfig config) {
+  config.validate();
+  return config;
+}
+
+}  // namespace
+
+GPTImpl::GPTImpl(ModelConfig config)
+    : config_(validated(std::move(config))),
+      transformer(register_module("transformer", Transformer(config_, scope_))) {
   if (!config_.tie_weights) {
-    lm_head = register_module(
-        "lm_head",
-        Linear(config_.n_embd, config_.vocab_size, false));
+    lm_head = register_module("lm_head", Linear(config_.n_embd, config_.vocab_size, false));
   }
-  if (config_.pos_encoding == "sinusoidal") {
+  if (config_.pos_encoding == PosEncoding::kSinusoidal) {
     sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
   }
-  hook_points_.push_back(&hook_embed_);
-  if (positions(1).defined()) hook_points_.push_back(&hook_pos_embed_);
-  for (auto& block : transformer->h) {
-    for (HookPoint* point : block->hook_points()) hook_points_.push_back(point);
-  }
-  hook_points_.push_back(&hook_normalized_);
   for (HookPoint* point : hook_points_) by_name_[point->name()] = point;
 }
 
@@ -131,7 +132,10 @@ HookPoint& GPTImpl::hook_point(const std::string& name) {
   for (const auto& [candidate, point] : by_name_) {
     size_t n = 0;
     while (n < name.size() && n < candidate.size() && name[n] == candidate[n]) ++n;
-    if (n > best_prefix) best_prefix = n, best = candidate;
+    if (n > best_prefix || (n == best_prefix && n > 0 && candidate.size() < best.size())) {
+      best_prefix = n;
+      best = candidate;
+    }
   }
   throw std::invalid_argument("no hook point named \"" + name + "\" in this model" +
                               (best.empty() ? "" : "; did you mean \"" + best + "\"?") +

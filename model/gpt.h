@@ -28,7 +28,8 @@ torch::Tensor sinusoidal_positions(int64_t block_size, int64_t n_embd);  // (blo
 // nanoGPT's `transformer` container, so that names carry its prefix.
 class TransformerImpl : public torch::nn::Module {
  public:
-  explicit TransformerImpl(const ModelConfig& config);
+  // Block i's hook points are named blocks.{i}. inside `scope`.
+  TransformerImpl(const ModelConfig& config, const HookScope& scope);
 
   torch::nn::Embedding wte{nullptr};  // (V, C)
   torch::nn::Embedding wpe{nullptr};  // (block_size, C), learned positions only
@@ -38,12 +39,16 @@ class TransformerImpl : public torch::nn::Module {
 TORCH_MODULE(Transformer);
 
 class GPTImpl : public torch::nn::Module {
+  // First, in this order: the members after them are built from them.
+  ModelConfig config_;  // validated
+  HookList hook_points_;
+  HookScope scope_{&hook_points_, ""};
+
  public:
   explicit GPTImpl(ModelConfig config);
 
   // GPT-2 init: weights N(0, s), residual projections N(0, s / sqrt(2 L)), biases 0 (s is
-  // model.init_std, GPT-2's 0.02 by default),
-  // LayerNorm weight 1, all drawn from `generator`.
+  // model.init_std, GPT-2's 0.02 by default), LayerNorm weight 1, all drawn from `generator`.
   void init_weights(torch::Generator& generator);
 
   torch::Tensor forward(const torch::Tensor& idx);  // (B, T) int64 -> logits (B, T, V)
@@ -72,17 +77,21 @@ class GPTImpl : public torch::nn::Module {
   // Where the parameters live (after module->to(device)).
   torch::Device device() const { return transformer->wte->weight.device(); }
 
-  Transformer transformer{nullptr};
+ private:
+  HookPoint hook_embed_{scope_, "hook_embed"};  // (B, T, C)
+  HookPoint hook_pos_embed_{scope_, "hook_pos_embed",
+                            config_.pos_encoding == PosEncoding::kLearned ||
+                                config_.pos_encoding == PosEncoding::kSinusoidal};  // (T, C)
+
+ public:
+  Transformer transformer;  // the blocks' hook points come here in the list
   Linear lm_head{nullptr};  // only when !tie_weights
 
  private:
   torch::Tensor forward_impl(const torch::Tensor& idx, KVCache* cache);
 
-  ModelConfig config_;
+  HookPoint hook_normalized_{scope_, "ln_f.hook_normalized"};  // (B, T, C)
   torch::Tensor sinusoid_;  // (block_size, C) buffer, sinusoidal positions only
-  HookPoint hook_embed_{"hook_embed"}, hook_pos_embed_{"hook_pos_embed"},
-      hook_normalized_{"ln_f.hook_normalized"};
-  std::vector<HookPoint*> hook_points_;         // forward order
   std::map<std::string, HookPoint*> by_name_;
 };
 TORCH_MODULE(GPT);

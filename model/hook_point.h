@@ -6,6 +6,13 @@
 // long as the HookHandle that add() returns; several hooks on one point run in the order
 // they were added. Hook points are not torch modules: they hold no parameters and do not
 // appear in a state dict.
+//
+// Each is declared once, as a member of the module that makes its tensor, with its short
+// name: `HookPoint hook_q{scope_, "hook_q"};`. The module's HookScope, handed down the module
+// tree, gives the full name ("blocks.1.attn.hook_q") and the model-wide list the point
+// joins. Members are built in the order they are declared, so a module declares its hook
+// points, and builds its submodules between them, in the order its forward pass reaches
+// them; the list is then in forward order.
 
 #include <cstdint>
 #include <functional>
@@ -21,6 +28,16 @@ namespace tinylm {
 using HookFn = std::function<torch::Tensor(const torch::Tensor& x, const std::string& name)>;
 
 class HookHandle;
+class HookPoint;
+
+using HookList = std::vector<HookPoint*>;
+
+// A module's place among the hook names: the list its points join and their prefix.
+struct HookScope {
+  HookList* list = nullptr;
+  std::string prefix;  // "blocks.1.attn."
+  HookScope operator/(const std::string& child) const { return {list, prefix + child + "."}; }
+};
 
 // "blocks.{layer}.{suffix}", the name of a hook point inside block `layer`.
 inline std::string hook_name(int64_t layer, const std::string& suffix) {
@@ -29,7 +46,15 @@ inline std::string hook_name(int64_t layer, const std::string& suffix) {
 
 class HookPoint {
  public:
-  explicit HookPoint(std::string name) : name_(std::move(name)) {}
+  // Named scope.prefix + name. Joins the scope's list unless `present` is false: a point of
+  // an option this model does not have (hook_rot_q without rotary positions), which never
+  // fires.
+  HookPoint(const HookScope& scope, const std::string& name, bool present = true)
+      : name_(scope.prefix + name) {
+    if (present && scope.list) scope.list->push_back(this);
+  }
+  HookPoint(const HookPoint&) = delete;  // the list holds its address
+  HookPoint& operator=(const HookPoint&) = delete;
 
   torch::Tensor operator()(torch::Tensor x) const {
     if (hooks_->empty()) return x;  // the common case: one branch, no copy

@@ -1,9 +1,10 @@
 #pragma once
 // y = x W^T + b, with W (out, in) and b (out) named weight and bias as in torch::nn::Linear,
-// so state dicts read the same. One difference in speed, not in numbers' meaning: for one
-// row without autograd (a cached generation step of one sample, on the hooked path) it runs
-// a matrix-vector product (model/blas.h says why: measured, 28% of a cached sampling
-// step went to sgemm packing the weights against 7% in its kernel).
+// so state dicts read the same. One difference in speed, not in numbers' meaning: one float32
+// row on the CPU without autograd (a cached generation step of one sample, on the hooked
+// path) runs as LibTorch's matrix-vector product instead of a GEMM, which would pack the
+// whole weight for one row (measured: 28% of a cached sampling step went to sgemm's packing
+// against 7% in its kernel; docs/MEASUREMENTS.md).
 
 #include <cstdint>
 

@@ -5,31 +5,31 @@
 //   rmsnorm    x / sqrt(mean(x^2) + eps) * weight              (never a bias; LLaMA's)
 // eps = 1e-5 for both, as in PyTorch's LayerNorm and nanoGPT.
 
-#include <string>
-
 #include <torch/torch.h>
+
+#include "model/config.h"
 
 namespace tinylm {
 
 class NormImpl : public torch::nn::Module {
  public:
-  NormImpl(int64_t n_embd, bool bias, std::string kind) : kind_(std::move(kind)) {
+  NormImpl(int64_t n_embd, bool bias, NormKind kind) : kind_(kind) {
     weight = register_parameter("weight", torch::ones({n_embd}));
-    if (bias && kind_ == "layernorm") this->bias = register_parameter("bias", torch::zeros({n_embd}));
+    if (bias && kind_ == NormKind::kLayerNorm) this->bias = register_parameter("bias", torch::zeros({n_embd}));
   }
   torch::Tensor forward(const torch::Tensor& x) {  // (..., C) -> (..., C)
-    if (kind_ == "rmsnorm") return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
+    if (kind_ == NormKind::kRmsNorm) return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
     return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);
   }
   // Whether the output is centred (mean 0 before the weight): layernorm yes, rmsnorm no.
-  bool centres() const { return kind_ == "layernorm"; }
+  bool centres() const { return kind_ == NormKind::kLayerNorm; }
 
   torch::Tensor weight;
   torch::Tensor bias;  // undefined without a bias
 
  private:
   static constexpr double kEps = 1e-5;
-  std::string kind_;
+  NormKind kind_;
 };
 TORCH_MODULE(Norm);
 

@@ -18,6 +18,7 @@
 
 #include "data/batches.h"
 #include "model/generate.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/adamw.h"
 #include "train/run_corpus.h"
@@ -86,17 +87,171 @@ double flops_per_token(GPT& model) {
   return 6.0 * n + 12.0 * static_cast<double>(c.n_layer * c.n_embd * c.block_size);
 }
 
+struct BenchArgs {
+  std::string config_path = "configs/shakespeare_char.toml";
+  int threads = 0, repeats = 5, steps = 20;
+  std::string device = "cpu";
+  int64_t num_samples = 8, max_new_tokens = 500;
+  bool json = false;
+  std::vector<std::string> overrides;  // --section.key=value
+};
+
+struct MatmulRate {
+  std::string dtype;
+  int64_t m, k, n;
+  double gflops;
+};
+
+struct TrainingSpeed {
+  double ms_per_step, tokens_per_s, model_gflops, mfu, flops_per_token, batch_draw_ms;
+};
+
+struct SamplingSpeed {
+  int64_t batch;
+  bool cache;
+  double tokens_per_s;
+};
+
+struct BenchReport {
+  std::vector<MatmulRate> matmul;
+  TrainingSpeed training{};
+  std::vector<SamplingSpeed> sampling;
+  double start_rss_mb = 0.0, peak_rss_mb = 0.0;
+};
+
+// The model's widest training matmul, (B T, C) @ (C, 4C), and 1024^3, in float32 and bfloat16.
+std::vector<MatmulRate> measure_matmul(const RunConfig& config, int repeats, const torch::Device& device) {
+  spdlog::info("matmul rates...");
+  const int64_t rows = config.train.batch_size * config.model.block_size, C = config.model.n_embd;
+  std::vector<MatmulRate> rates;
+  for (const auto& [dtype, name] : {std::pair{torch::kFloat32, "float32"}, {torch::kBFloat16, "bfloat16"}}) {
+    for (const auto& shape : {std::vector<int64_t>{rows, C, 4 * C}, {1024, 1024, 1024}}) {
+      rates.push_back({name, shape[0], shape[1], shape[2],
+                       matmul_rate(shape[0], shape[1], shape[2], dtype, repeats, device)});
+    }
+  }
+  return rates;
+}
+
+// Whole optimizer steps on real batches; MFU against `limit` GFLOP/s.
+TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunData& data,
+                               const BenchArgs& args, double limit, const torch::Device& device) {
+  const TrainConfig& t = config.train;
+  const int64_t T = config.model.block_size;
+  spdlog::info("training ({} x {} steps)...", args.repeats, args.steps);
+  model->train();
+  AdamW optimizer(model, t);
+  auto batches = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
+  const BatchSampler sampler(data.train.tokens, T, t.batch_size, "train");
+  const BatchSource next = [&] { return sampler.sample(batches); };
+  const double step_s = median_seconds(1, args.repeats, [&] {
+                          for (int i = 0; i < args.steps; ++i) train_step(model, optimizer, t, t.learning_rate, next);
+                        }, device) / args.steps;
+  const double tokens_per_step = static_cast<double>(t.batch_size * T * t.gradient_accumulation_steps);
+  const double model_gflops = flops_per_token(model) * tokens_per_step / step_s / 1e9;
+  const double batch_s = median_seconds(3, args.repeats, [&] { for (int i = 0; i < 100; ++i) next(); }) / 100;
+  return {step_s * 1e3, tokens_per_step / step_s, model_gflops, model_gflops / limit,
+          flops_per_token(model), batch_s * 1e3};
+}
+
+// From a one-token prompt, at batch 1 and batch N, with and without the KV cache.
+std::vector<SamplingSpeed> measure_sampling(GPT& model, const BenchArgs& args) {
+  std::vector<SamplingSpeed> speeds;
+  for (const int64_t batch : {int64_t{1}, args.num_samples}) {
+    for (const bool cache : {true, false}) {
+      spdlog::info("sampling: batch {}, cache {}...", batch, cache ? "on" : "off");
+      GenerationOptions g;
+      g.max_new_tokens = args.max_new_tokens;
+      g.num_samples = batch;
+      g.use_cache = cache;
+      g.sampling = {0.8, 200, 1.0};
+      auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
+      const double s = median_seconds(1, args.repeats, [&] { generate(model, {0}, g, rng); });
+      speeds.push_back({batch, cache, static_cast<double>(batch * g.max_new_tokens) / s});
+    }
+  }
+  return speeds;
+}
+
+json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& config,
+                 const torch::Device& device) {
+  json matmul = json::array(), sampling = json::array();
+  for (const MatmulRate& m : r.matmul) {
+    matmul.push_back({{"dtype", m.dtype}, {"m", m.m}, {"k", m.k}, {"n", m.n}, {"gflops", m.gflops}});
+  }
+  for (const SamplingSpeed& s : r.sampling) {
+    sampling.push_back({{"batch", s.batch}, {"cache", s.cache}, {"tokens_per_s", s.tokens_per_s}});
+  }
+  const TrainingSpeed& t = r.training;
+  return {{"config", args.config_path}, {"threads", torch::get_num_threads()},
+          {"device", device.str()}, {"repeats", args.repeats}, {"dtype", name_of(config.train.dtype)},
+          {"matmul", matmul},
+          {"training", {{"ms_per_step", t.ms_per_step}, {"tokens_per_s", t.tokens_per_s},
+                        {"model_gflops", t.model_gflops}, {"mfu", t.mfu},
+                        {"flops_per_token", t.flops_per_token}, {"batch_draw_ms", t.batch_draw_ms}}},
+          {"sampling", sampling},
+          {"memory", {{"peak_rss_mb", r.peak_rss_mb}, {"start_rss_mb", r.start_rss_mb}}}};
+}
+
+void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& config, GPT& model,
+                  const torch::Device& device) {
+  const ModelConfig& mc = config.model;
+  const char* dtype = name_of(config.train.dtype);
+  std::printf("tinylm bench %s: %s, %d threads, medians of %d repeats after a warm-up\n",
+              args.config_path.c_str(), device.str().c_str(), torch::get_num_threads(), args.repeats);
+  std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s\n",
+              static_cast<double>(model->num_parameters()) / 1e6, name_of(mc.pos_encoding),
+              name_of(mc.norm), name_of(mc.mlp), static_cast<long>(config.train.batch_size),
+              static_cast<long>(mc.block_size), dtype);
+  std::printf("\n| what | figure |\n|---|---|\n");
+  for (const MatmulRate& m : r.matmul) {
+    std::printf("| matmul %s %ldx%ld @ %ldx%ld | %.1f GFLOP/s |\n", m.dtype.c_str(), static_cast<long>(m.m),
+                static_cast<long>(m.k), static_cast<long>(m.k), static_cast<long>(m.n), m.gflops);
+  }
+  const TrainingSpeed& t = r.training;
+  std::printf("| training step (%s) | %.1f ms, %.0f tokens/s |\n", dtype, t.ms_per_step, t.tokens_per_s);
+  std::printf("| training model FLOPs | %.1f GFLOP/s = MFU %.0f%% of the %s matmul rate |\n",
+              t.model_gflops, 100.0 * t.mfu, dtype);
+  std::printf("| drawing one batch | %.3f ms |\n", t.batch_draw_ms);
+  for (const SamplingSpeed& s : r.sampling) {
+    std::printf("| sampling, batch %ld, KV cache %s | %.0f tokens/s |\n", static_cast<long>(s.batch),
+                s.cache ? "on" : "off", s.tokens_per_s);
+  }
+  std::printf("| peak memory (RSS) | %.0f MB (%.0f MB at start) |\n", r.peak_rss_mb, r.start_rss_mb);
+}
+
+int run_bench(const BenchArgs& args) {
+  set_threads(args.threads);
+  const torch::Device device = parse_device(args.device);
+  BenchReport report;
+  report.start_rss_mb = rss_mb(false);
+  RunConfig config = load_config_with_overrides(args.config_path, args.overrides, true);
+  RunDataOptions data_options;
+  data_options.progress = false;
+  const RunData data = load_run_data(config, data_options);
+  config.model.vocab_size = data.tokenizer->vocab_size();
+  report.matmul = measure_matmul(config, args.repeats, device);
+  // The limit for MFU: the model-shaped rate in the training dtype.
+  const double limit = report.matmul[config.train.dtype == Dtype::kBfloat16 ? 2 : 0].gflops;
+  GPT model(config.model);  // freshly initialised: speed does not depend on the weights
+  auto init = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(config.train.seed));
+  model->init_weights(init);
+  model->to(device);
+  report.training = measure_training(model, config, data, args, limit, device);
+  report.sampling = measure_sampling(model, args);
+  report.peak_rss_mb = rss_mb(true);
+  if (args.json) {
+    std::printf("%s\n", report_json(report, args, config, device).dump(2).c_str());
+  } else {
+    print_report(report, args, config, model, device);
+  }
+  return 0;
+}
+
 }  // namespace
 
-std::function<int()> add_bench_command(CLI::App& app) {
-  struct Args {
-    std::string config_path = "configs/shakespeare_char.toml";
-    int threads = 0, repeats = 5, steps = 20;
-    std::string device = "cpu";
-    int64_t num_samples = 8, max_new_tokens = 500;
-    bool json = false;
-  };
-  auto args = std::make_shared<Args>();
+Command add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
   CLI::App* cmd = app.add_subcommand("bench", "Measure matmul rate, training and sampling speed, memory");
   cmd->add_option("config", args->config_path, "The config to measure (default: configs/shakespeare_char.toml)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
@@ -108,103 +263,9 @@ std::function<int()> add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
   cmd->allow_extras();
   cmd->footer("Config keys can be overridden with --section.key=value, e.g. --train.dtype=bfloat16.");
-
-  return [args, cmd]() {
-    const std::vector<std::string> overrides = parse_overrides(cmd->remaining());
-    set_threads(args->threads);
-    const torch::Device device = parse_device(args->device);
-    const double rss_start = rss_mb(false);
-    RunConfig config = load_config_with_overrides(args->config_path, overrides, true);
-    RunDataOptions data_options;
-    data_options.progress = false;
-    const RunData data = load_run_data(config, data_options);
-    config.model.vocab_size = data.tokenizer->vocab_size();
-    const TrainConfig& t = config.train;
-    const ModelConfig& mc = config.model;
-    const int R = args->repeats;
-    json out = {{"config", args->config_path}, {"threads", torch::get_num_threads()}, {"device", device.str()},
-                {"repeats", R}, {"dtype", t.dtype}};
-
-    // 1. The matmul rate: the shape of the model's widest training matmul, and 1024^3.
-    spdlog::info("matmul rates...");
-    const int64_t rows = t.batch_size * mc.block_size;
-    json matmul = json::array();
-    for (const auto& [dtype, name] : {std::pair{torch::kFloat32, "float32"}, {torch::kBFloat16, "bfloat16"}}) {
-      for (const auto& shape : {std::vector<int64_t>{rows, mc.n_embd, 4 * mc.n_embd}, {1024, 1024, 1024}}) {
-        matmul.push_back({{"dtype", name}, {"m", shape[0]}, {"k", shape[1]}, {"n", shape[2]},
-                          {"gflops", matmul_rate(shape[0], shape[1], shape[2], dtype, R, device)}});
-      }
-    }
-    out["matmul"] = matmul;
-    // The limit for MFU: the model-shaped rate in the training dtype.
-    const double limit = matmul[t.dtype == "bfloat16" ? 2 : 0]["gflops"].get<double>();
-
-    // 2. Training: whole optimizer steps on real batches.
-    spdlog::info("training ({} x {} steps)...", R, args->steps);
-    GPT model(mc);
-    auto init = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed));
-    model->init_weights(init);
-    model->to(device);
-    model->train();
-    AdamW optimizer(model, t);
-    auto batches = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
-    const BatchSampler sampler(data.train.tokens, mc.block_size, t.batch_size, "train");
-    const BatchSource next = [&] { return sampler.sample(batches); };
-    const double step_s = median_seconds(1, R, [&] {
-                            for (int i = 0; i < args->steps; ++i) train_step(model, optimizer, t, t.learning_rate, next);
-                          }, device) / args->steps;
-    const double tokens_per_step = static_cast<double>(rows * t.gradient_accumulation_steps);
-    const double model_flops = flops_per_token(model) * tokens_per_step / step_s / 1e9;
-    const double batch_s = median_seconds(3, R, [&] { for (int i = 0; i < 100; ++i) next(); }) / 100;
-    out["training"] = {{"ms_per_step", step_s * 1e3}, {"tokens_per_s", tokens_per_step / step_s},
-                       {"model_gflops", model_flops}, {"mfu", model_flops / limit},
-                       {"flops_per_token", flops_per_token(model)}, {"batch_draw_ms", batch_s * 1e3}};
-
-    // 3. Sampling: the same model, from a one-token prompt.
-    json sampling = json::array();
-    for (const int64_t batch : {int64_t{1}, args->num_samples}) {
-      for (const bool cache : {true, false}) {
-        spdlog::info("sampling: batch {}, cache {}...", batch, cache ? "on" : "off");
-        GenerationOptions g;
-        g.max_new_tokens = args->max_new_tokens, g.num_samples = batch, g.use_cache = cache;
-        g.sampling.temperature = 0.8, g.sampling.top_k = 200;
-        auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
-        const double s = median_seconds(1, R, [&] { generate(model, {0}, g, rng); });
-        sampling.push_back({{"batch", batch}, {"cache", cache},
-                            {"tokens_per_s", static_cast<double>(batch * g.max_new_tokens) / s}});
-      }
-    }
-    out["sampling"] = sampling;
-    out["memory"] = {{"peak_rss_mb", rss_mb(true)}, {"start_rss_mb", rss_start}};
-
-    if (args->json) {
-      std::printf("%s\n", out.dump(2).c_str());
-      return 0;
-    }
-    std::printf("tinylm bench %s: %s, %d threads, medians of %d repeats after a warm-up\n",
-                args->config_path.c_str(), device.str().c_str(), torch::get_num_threads(), R);
-    std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s\n",
-                static_cast<double>(model->num_parameters()) / 1e6, mc.pos_encoding.c_str(),
-                mc.norm.c_str(), mc.mlp.c_str(), static_cast<long>(t.batch_size),
-                static_cast<long>(mc.block_size), t.dtype.c_str());
-    std::printf("\n| what | figure |\n|---|---|\n");
-    for (const auto& m : matmul) {
-      std::printf("| matmul %s %ldx%ld @ %ldx%ld | %.1f GFLOP/s |\n", m["dtype"].get<std::string>().c_str(),
-                  m["m"].get<long>(), m["k"].get<long>(), m["k"].get<long>(), m["n"].get<long>(),
-                  m["gflops"].get<double>());
-    }
-    const json& tr = out["training"];
-    std::printf("| training step (%s) | %.1f ms, %.0f tokens/s |\n", t.dtype.c_str(),
-                tr["ms_per_step"].get<double>(), tr["tokens_per_s"].get<double>());
-    std::printf("| training model FLOPs | %.1f GFLOP/s = MFU %.0f%% of the %s matmul rate |\n",
-                model_flops, 100.0 * model_flops / limit, t.dtype.c_str());
-    std::printf("| drawing one batch | %.3f ms |\n", tr["batch_draw_ms"].get<double>());
-    for (const auto& s : sampling) {
-      std::printf("| sampling, batch %ld, KV cache %s | %.0f tokens/s |\n", s["batch"].get<long>(),
-                  s["cache"].get<bool>() ? "on" : "off", s["tokens_per_s"].get<double>());
-    }
-    std::printf("| peak memory (RSS) | %.0f MB (%.0f MB at start) |\n", rss_mb(true), rss_start);
-    return 0;
+  return [args, cmd] {
+    args->overrides = parse_overrides(cmd->remaining());
+    return run_bench(*args);
   };
 }
 

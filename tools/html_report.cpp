@@ -47,10 +47,7 @@ nlohmann::json pack_heatmaps(const torch::Tensor& values, bool unit) {
           {"b64", base64(q.data_ptr<uint8_t>(), static_cast<size_t>(q.numel()))}};
 }
 
-std::string html_report(const Inspection& inspection) {
-  nlohmann::json doc = inspection.doc;
-  for (const Heatmaps& h : inspection.heatmaps) doc[h.where] = pack_heatmaps(h.values, h.unit);
-  doc["notes"] = inspection.notes;
+std::string html_report(const nlohmann::json& doc) {
   std::string data = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Inside <script>, "</script" or "<!--" in a token or a path would end or confuse the
   // element; "<" occurs only inside JSON strings, where \u003c is the same character.

@@ -1,19 +1,20 @@
 #pragma once
 // The self-contained HTML report of `tinylm inspect --html`: the page in tools/report/
-// (compiled into the binary) with the inspection's JSON inlined, every heatmap packed as
-// bytes (0-255 between a per-head low and high, base64) so that 12 layers x 12 heads x 256
-// tokens stay a few MB and draw fast. No network: it opens from file://.
+// (compiled into the binary) with the inspection's JSON inlined, made with pack_heatmaps
+// as its heatmap encoder: bytes (0-255 between a per-head low and high, base64), so that
+// 12 layers x 12 heads x 256 tokens stay a few MB and draw fast. No network: it opens from
+// file://.
 
 #include <string>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "tools/inspection.h"
 
 namespace tinylm {
 
-std::string html_report(const Inspection& inspection);
+// `doc`: inspection_json(..., pack_heatmaps) (tools/inspection_json.h).
+std::string html_report(const nlohmann::json& doc);
 
 // {"shape": [L, nh, R, C], "lo": [...], "hi": [...], "b64": "..."} for values (L, nh, R, C).
 nlohmann::json pack_heatmaps(const torch::Tensor& values, bool unit);

@@ -1,56 +1,88 @@
 #pragma once
-// The views of `tinylm inspect` as one JSON document (the format is in the README): the
-// attention maps of a prompt, head scores, ablation, priors, the logit lens, and the
-// training curves from metrics.jsonl. Large T x T tables are kept aside as tensors so the
-// JSON file can spell them out and the HTML report can pack them as bytes.
+// The views of `tinylm inspect` as typed results: the attention maps of a prompt, head
+// scores with the induction probe, ablation, priors, the logit lens, and the training curves
+// of metrics.jsonl. They become text in tools/inspection_tables.h and JSON (the format is
+// in docs/FORMATS.md) only at the output, in tools/inspection_json.h.
 
 #include <filesystem>
+#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "model/ablation.h"
+#include "model/analysis/ablation.h"
+#include "model/analysis/head_scores.h"
+#include "model/analysis/induction_probe.h"
+#include "model/analysis/logit_lens.h"
+#include "model/analysis/priors.h"
 #include "train/checkpoint.h"
 
 namespace tinylm {
 
-struct Heatmaps {
-  nlohmann::json::json_pointer where;  // its place in the document
-  torch::Tensor values;                // (L, nh, rows, cols)
-  bool unit = false;                   // values in [0, 1] (patterns); else scaled per head
+// What head scores and ablation read.
+struct InspectData {
+  torch::Tensor windows;  // (N, T + 1) from the data
+  std::string source;     // where they came from, for the reader
+  torch::Tensor probe;    // (n, 2R), repeated random tokens
+};
+
+struct AttentionView {
+  torch::Tensor ids;       // (T,) the prompt's tokens, the last block_size of them
+  torch::Tensor patterns;  // (L, nh, T, T)
+};
+
+struct HeadsView {
+  std::string source;
+  HeadScores scores;     // on the windows
+  ProbeResult probe;     // on the induction probe
+  int64_t probe_sequences = 0, probe_length = 0;
+};
+
+struct AblationView {
+  std::string source;
+  int64_t windows = 0;
+  AblationTable table;
+};
+
+struct LensView {
+  torch::Tensor ids;  // (T,)
+  LogitLens lens;
+};
+
+// metrics.jsonl as the report plots it, records passed through as they were written.
+struct TrainingCurves {
+  std::vector<std::pair<int64_t, double>> train;  // step, loss
+  struct Eval {
+    int64_t step;
+    double val_loss, train_loss;
+  };
+  std::vector<Eval> eval;
+  std::vector<nlohmann::json> probe;  // each eval's "probe" record, with its step
 };
 
 struct Inspection {
-  nlohmann::json doc;
-  std::vector<Heatmaps> heatmaps;
+  std::filesystem::path run_dir;
+  std::optional<int64_t> step;  // from state.json, when there is one
+  std::optional<AttentionView> attention;
+  std::optional<HeadsView> heads;
+  std::optional<AblationView> ablation;
+  std::optional<Priors> priors;
+  std::optional<LensView> lens;
+  std::optional<TrainingCurves> training;  // asked for, but absent: notes say so
+  bool training_asked = false;
   std::vector<std::string> notes;  // said on stderr, and shown in the report
 };
 
 // A token as a label: whitespace and control characters made visible (" " -> "␣", "\n" -> "↵").
 std::string visible_token(const std::string& piece);
 
-struct InspectData {
-  torch::Tensor windows;  // (N, T + 1) from the data, for head scores and ablation
-  std::string source;     // where they came from, for the reader
-  torch::Tensor probe;    // (n, 2R), repeated random tokens
-};
-
-void add_run_summary(Inspection& out, const std::filesystem::path& run_dir, const LoadedRun& run);
 // `prompt` must already be encodable; longer than block_size keeps the last block_size tokens.
-void add_attention(Inspection& out, LoadedRun& run, const std::string& prompt);
-void add_head_scores(Inspection& out, LoadedRun& run, const InspectData& data);
-void add_ablation(Inspection& out, LoadedRun& run, const InspectData& data);
-void add_priors(Inspection& out, LoadedRun& run);
-void add_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt, int64_t k = 5);
-void add_training(Inspection& out, const std::filesystem::path& run_dir);
-
-// The document with every heatmap spelled out as nested arrays (4 decimals).
-nlohmann::json spelled_out(const Inspection& inspection);
-
-// Nested arrays of a tensor, rounded to `decimals`.
-nlohmann::json tensor_to_json(const torch::Tensor& t, int decimals);
+AttentionView inspect_attention(Inspection& out, LoadedRun& run, const std::string& prompt);
+HeadsView inspect_heads(LoadedRun& run, const InspectData& data);
+AblationView inspect_ablation(LoadedRun& run, const InspectData& data);
+Priors inspect_priors(Inspection& out, LoadedRun& run);
+LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt, int64_t k = 5);
+std::optional<TrainingCurves> read_training_curves(Inspection& out, const std::filesystem::path& run_dir);
 
 }  // namespace tinylm

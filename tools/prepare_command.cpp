@@ -8,19 +8,48 @@
 
 #include <spdlog/spdlog.h>
 
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/run_corpus.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
 
-std::function<int()> add_prepare_command(CLI::App& app) {
-  struct Args {
-    std::string config_path;
-    bool force = false;
-    int threads = 0;
-  };
-  auto args = std::make_shared<Args>();
+namespace {
+
+struct PrepareArgs {
+  std::string config_path;
+  bool force = false;
+  int threads = 0;
+  std::vector<std::string> overrides;  // --section.key=value
+};
+
+int run_prepare(const PrepareArgs& args) {
+  const RunConfig config = load_config_with_overrides(args.config_path, args.overrides, true);
+  if (config.data.source != DataSource::kFile) {
+    throw UsageError("data.source = \"" + std::string(name_of(config.data.source)) +
+                     "\" is generated in memory when training; there is nothing to prepare");
+  }
+  if (args.force) {
+    for (const char* name : {"train.bin", "val.bin"}) fs::remove(fs::path(config.data.cache_dir) / name);
+  }
+  RunDataOptions options;
+  options.threads = args.threads;
+  const RunData data = load_run_data(config, options);
+  std::printf("cache       %s\n", config.data.cache_dir.c_str());
+  std::printf("tokenizer   %s\n", data.tokenizer->describe().c_str());
+  for (const auto& [name, split] : {std::pair{"train", &data.train}, {"val", &data.val}}) {
+    std::printf("%-5s       %lld tokens, %llu bytes of text (%.3f bytes/token)\n", name,
+                static_cast<long long>(split->tokens.size()),
+                static_cast<unsigned long long>(split->text_bytes), 1.0 / split->tokens_per_byte());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_prepare_command(CLI::App& app) {
+  auto args = std::make_shared<PrepareArgs>();
   CLI::App* cmd = app.add_subcommand("prepare", "Tokenize a config's corpus into its token cache");
   cmd->add_option("config", args->config_path, "The run's config (configs/*.toml)")->required();
   cmd->add_flag("--force", args->force, "Rebuild the cache even when it is current");
@@ -28,28 +57,9 @@ std::function<int()> add_prepare_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->allow_extras();
   cmd->footer("Any config key can be overridden with --section.key=value, e.g. --data.vocab_size=2048.");
-
-  return [args, cmd]() {
-    const RunConfig config =
-        load_config_with_overrides(args->config_path, parse_overrides(cmd->remaining()), true);
-    if (config.data.source != "file") {
-      throw UsageError("data.source = \"" + config.data.source +
-                       "\" is generated in memory when training; there is nothing to prepare");
-    }
-    if (args->force) {
-      for (const char* name : {"train.bin", "val.bin"}) fs::remove(fs::path(config.data.cache_dir) / name);
-    }
-    RunDataOptions options;
-    options.threads = args->threads;
-    const RunData data = load_run_data(config, options);
-    std::printf("cache       %s\n", config.data.cache_dir.c_str());
-    std::printf("tokenizer   %s\n", data.tokenizer->describe().c_str());
-    for (const auto& [name, split] : {std::pair{"train", &data.train}, {"val", &data.val}}) {
-      std::printf("%-5s       %lld tokens, %llu bytes of text (%.3f bytes/token)\n", name,
-                  static_cast<long long>(split->tokens.size()),
-                  static_cast<unsigned long long>(split->text_bytes), 1.0 / split->tokens_per_byte());
-    }
-    return 0;
+  return [args, cmd] {
+    args->overrides = parse_overrides(cmd->remaining());
+    return run_prepare(*args);
   };
 }
 

@@ -6,33 +6,138 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
-#include <optional>
 #include <cstdio>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "model/generate.h"
-#include "model/ablation.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
-#include "train/checkpoint.h"
 
 namespace tinylm {
+namespace {
 
-std::function<int()> add_sample_command(CLI::App& app) {
-  struct Args {
-    std::string run;
-    std::optional<std::string> prompt;
-    std::string ablate;
-    std::optional<std::string> stop;
-    bool no_cache = false;
-    std::optional<int64_t> max_new_tokens, top_k, seed, num_samples;
-    std::optional<double> temperature, top_p;
-    int threads = 0;
-    std::string device = "cpu";
-  };
-  auto args = std::make_shared<Args>();
+struct SampleArgs {
+  RunFlags run;
+  std::optional<std::string> prompt, stop;
+  std::optional<int64_t> max_new_tokens, top_k, seed, num_samples;
+  std::optional<double> temperature, top_p;
+  bool no_cache = false;
+};
+
+// The run's [sample] section with the flags given on top, checked by the config's rules
+// and reported under the flag's name.
+SampleConfig sample_config(const RunConfig& config, const SampleArgs& args) {
+  RunConfig checked = config;
+  SampleConfig& s = checked.sample;
+  if (args.prompt) s.prompt = *args.prompt;
+  if (args.stop) s.stop = *args.stop;
+  if (args.max_new_tokens) s.max_new_tokens = *args.max_new_tokens;
+  if (args.top_k) s.top_k = *args.top_k;
+  if (args.seed) s.seed = *args.seed;
+  if (args.num_samples) s.num_samples = *args.num_samples;
+  if (args.temperature) s.temperature = *args.temperature;
+  if (args.top_p) s.top_p = *args.top_p;
+  try {
+    checked.validate();
+  } catch (const std::invalid_argument& e) {
+    std::string message = e.what();
+    for (const auto& [key, flag] : {std::pair{"sample.max_new_tokens", "--max-new-tokens"},
+                                    {"sample.temperature", "--temperature"},
+                                    {"sample.top_k", "--top-k"},
+                                    {"sample.top_p", "--top-p"},
+                                    {"sample.num_samples", "--num-samples"},
+                                    {"sample.seed", "--seed"}}) {
+      if (message.rfind(key, 0) == 0) message = flag + message.substr(std::string(key).size());
+    }
+    throw UsageError(message);
+  }
+  if (s.prompt.empty()) throw UsageError("--prompt is empty; give at least one character");
+  return s;
+}
+
+// Each sample's text as it grows: sample 0 is streamed to stdout, the others are printed
+// when the batch is done. A sample with a stop text ends after its first occurrence.
+class SampleTexts {
+ public:
+  explicit SampleTexts(const SampleConfig& s) : texts_(static_cast<size_t>(s.num_samples), s.prompt), stop_(s.stop) {}
+
+  // Adds a token's bytes to a sample; returns whether that sample wants more.
+  bool add(int64_t sample, const std::string& bytes) {
+    std::string& text = texts_[static_cast<size_t>(sample)];
+    const size_t before = text.size();
+    text += bytes;
+    bool more = true;
+    if (!stop_.empty()) {
+      // The first occurrence that ends in the new bytes (it may begin in the prompt).
+      const size_t from = before >= stop_.size() ? before - stop_.size() + 1 : 0;
+      if (const size_t at = text.find(stop_, from); at != std::string::npos) {
+        text.resize(at + stop_.size());
+        more = false;
+      }
+    }
+    if (sample == 0) {
+      std::fwrite(text.data() + streamed_, 1, text.size() - streamed_, stdout);
+      std::fflush(stdout);
+      streamed_ = text.size();
+    }
+    return more;
+  }
+
+  // The rest of sample 0, then every other sample, separated by a rule.
+  void print_rest() {
+    for (size_t i = 0; i < texts_.size(); ++i) {
+      const size_t from = i == 0 ? streamed_ : 0;
+      std::fwrite(texts_[i].data() + from, 1, texts_[i].size() - from, stdout);
+      std::fputs(i + 1 < texts_.size() ? "\n---------------\n" : "\n", stdout);
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  std::vector<std::string> texts_;
+  std::string stop_;
+  size_t streamed_ = 0;
+};
+
+int run_sample(const SampleArgs& args) {
+  OpenRun open = open_run(args.run);
+  LoadedRun& run = open.run;
+  const SampleConfig s = sample_config(run.config, args);
+  const std::vector<int64_t> context = run.tokenizer->encode(s.prompt, "the prompt");
+  if (static_cast<int64_t>(context.size()) > run.model->config().block_size) {
+    spdlog::info("the prompt has {} tokens; the model sees the last {} (block_size)",
+                 context.size(), run.model->config().block_size);
+  }
+  GenerationOptions options;
+  options.max_new_tokens = s.max_new_tokens;
+  options.num_samples = s.num_samples;
+  options.sampling = {s.temperature, s.top_k, s.top_p};
+  options.use_cache = !args.no_cache;
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.seed));
+
+  SampleTexts texts(s);
+  int64_t generated = 0;
+  const auto start = std::chrono::steady_clock::now();
+  generate(run.model, context, options, rng, [&](int64_t sample, int64_t id) {
+    ++generated;
+    return texts.add(sample, run.tokenizer->token_bytes(id));
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  texts.print_rest();
+  spdlog::info("{} tokens in {:.2f} s: {:.0f} tokens/s ({} sample{} in one batch, KV cache {})",
+               generated, seconds, static_cast<double>(generated) / seconds, s.num_samples,
+               s.num_samples == 1 ? "" : "s", options.use_cache ? "on" : "off");
+  return 0;
+}
+
+}  // namespace
+
+Command add_sample_command(CLI::App& app) {
+  auto args = std::make_shared<SampleArgs>();
   CLI::App* cmd = app.add_subcommand("sample", "Generate text from a trained run");
-  cmd->add_option("run", args->run, "Run directory (or its best/)")->required();
+  add_run_flags(cmd, args->run);
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: the run's sample.prompt)");
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens to generate per sample");
   cmd->add_option("--temperature", args->temperature, "Softmax temperature; 0 = greedy");
@@ -44,98 +149,7 @@ std::function<int()> add_sample_command(CLI::App& app) {
                   "End a sample after the first occurrence of this text (kept in the output)");
   cmd->add_flag("--no-cache", args->no_cache,
                 "Run the whole window for every token instead of using the KV cache");
-  cmd->add_option("--ablate", args->ablate, "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
-  cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
-  cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
-
-  return [args]() {
-    set_threads(args->threads);
-    const std::vector<HeadRef> ablated = parse_ablate_flag(args->ablate);
-    const torch::Device device = parse_device(args->device);
-    LoadedRun run = load_run(args->run);
-    run.model->to(device);
-    const std::vector<HookHandle> ablation = ablate_from_flag(run.model, ablated);
-    SampleConfig s = run.config.sample;
-    if (args->prompt) s.prompt = *args->prompt;
-    if (args->max_new_tokens) s.max_new_tokens = *args->max_new_tokens;
-    if (args->top_k) s.top_k = *args->top_k;
-    if (args->seed) s.seed = *args->seed;
-    if (args->num_samples) s.num_samples = *args->num_samples;
-    if (args->temperature) s.temperature = *args->temperature;
-    if (args->top_p) s.top_p = *args->top_p;
-    if (args->stop) s.stop = *args->stop;
-    RunConfig checked = run.config;
-    checked.sample = s;
-    try {
-      checked.validate();
-    } catch (const std::invalid_argument& e) {
-      std::string message = e.what();
-      // Name the flag the user typed rather than the config key.
-      for (const auto& [key, flag] : {std::pair{"sample.max_new_tokens", "--max-new-tokens"},
-                                      {"sample.temperature", "--temperature"},
-                                      {"sample.top_k", "--top-k"},
-                                      {"sample.top_p", "--top-p"},
-                                      {"sample.num_samples", "--num-samples"},
-                                      {"sample.seed", "--seed"}}) {
-        if (message.rfind(key, 0) == 0) message = flag + message.substr(std::string(key).size());
-      }
-      throw UsageError(message);
-    }
-    if (s.prompt.empty()) throw UsageError("--prompt is empty; give at least one character");
-    const std::vector<int64_t> context = run.tokenizer->encode(s.prompt, "the prompt");
-    if (static_cast<int64_t>(context.size()) > run.model->config().block_size) {
-      spdlog::info("the prompt has {} tokens; the model sees the last {} (block_size)",
-                   context.size(), run.model->config().block_size);
-    }
-    GenerationOptions options;
-    options.max_new_tokens = s.max_new_tokens;
-    options.num_samples = s.num_samples;
-    options.sampling.temperature = s.temperature;
-    options.sampling.top_k = s.top_k;
-    options.sampling.top_p = s.top_p;
-    options.use_cache = !args->no_cache;
-    auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.seed));
-
-    // Each sample's text; sample 0 streams, so `printed` is how much of it is out.
-    std::vector<std::string> texts(static_cast<size_t>(s.num_samples), s.prompt);
-    size_t printed = 0;
-    const auto print_sample = [&](size_t i) {
-      std::fwrite(texts[i].data() + printed, 1, texts[i].size() - printed, stdout);
-      std::fputs(i + 1 < texts.size() ? "\n---------------\n" : "\n", stdout);
-      std::fflush(stdout);
-      printed = 0;
-    };
-    int64_t generated = 0;
-    const auto start = std::chrono::steady_clock::now();
-    generate(run.model, context, options, rng, [&](int64_t sample, int64_t id) {
-      std::string& text = texts[static_cast<size_t>(sample)];
-      const size_t before = text.size();
-      text += run.tokenizer->token_bytes(id);
-      ++generated;
-      bool more = true;
-      if (!s.stop.empty()) {
-        // The first occurrence that ends in the new bytes (it may begin in the prompt).
-        const size_t from = before >= s.stop.size() ? before - s.stop.size() + 1 : 0;
-        if (const size_t at = text.find(s.stop, from); at != std::string::npos) {
-          text.resize(at + s.stop.size());
-          more = false;
-        }
-      }
-      if (sample == 0) {
-        std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
-        std::fflush(stdout);
-        printed = text.size();
-      }
-      return more;
-    });
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    for (size_t i = 0; i < texts.size(); ++i) print_sample(i);
-    spdlog::info("{} tokens in {:.2f} s: {:.0f} tokens/s ({} sample{} in one batch, KV cache {})",
-                 generated, seconds, static_cast<double>(generated) / seconds, s.num_samples,
-                 s.num_samples == 1 ? "" : "s", options.use_cache ? "on" : "off");
-    return 0;
-  };
+  return [args] { return run_sample(*args); };
 }
 
 }  // namespace tinylm

@@ -12,7 +12,8 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
-#include "data/fingerprint.h"
+#include "data/io/fingerprint.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/rank_launcher.h"
 #include "train/rank_group.h"
@@ -57,19 +58,110 @@ std::vector<std::string> rank_command_line(int threads) {
   return args;
 }
 
-int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+struct TrainArgs {
+  std::string config_path, out, device;
+  bool resume = false;
+  int threads = 0;
+  int nproc = 0;
+  int64_t seed = -1;
+  std::vector<std::string> overrides;  // --section.key=value
+};
+
+// A resumed run keeps its model: an override that would change it is refused at once,
+// before any weight is read, naming the key.
+void check_model_unchanged(const RunConfig& saved, const RunConfig& resumed) {
+  for (const ConfigKey<RunConfig>& k : run_keys()) {
+    if (k.name.rfind("model.", 0) != 0 || k.get(saved) == k.get(resumed)) continue;
+    throw UsageError("--" + k.name + "=" + config_value_text(k.get(resumed)) +
+                     " would change the model of the run being resumed (its " + k.name + " is " +
+                     config_value_text(k.get(saved)) + "); start a new run with --out instead");
+  }
+}
+
+// A new run takes the given config; a resumed one its own config.toml, so that the model
+// and data cannot silently change under it.
+RunConfig train_config(const TrainArgs& args, const fs::path& out) {
+  const bool own = args.resume && fs::exists(out / "config.toml");
+  RunConfig config = load_config_with_overrides(own ? out / "config.toml" : fs::path(args.config_path),
+                                                args.overrides, !args.resume);
+  if (own) check_model_unchanged(load_run_config(out / "config.toml"), config);
+  if (args.seed >= 0) config.train.seed = args.seed;
+  if (!args.device.empty()) config.train.device = args.device;
+  return config;
+}
+
+// This process as one rank of torchrun's job: its group, on its device (with torchrun and
+// "cuda": cuda:LOCAL_RANK), with cores / local ranks threads unless --threads says.
+std::unique_ptr<RankGroup> join_job(const WorldEnv& world, const TrainArgs& args,
+                                    const RunConfig& config, torch::Device& device) {
+  if (world.rank > 0) {  // the others speak only of trouble, and say who they are
+    spdlog::set_level(spdlog::level::warn);
+    spdlog::set_pattern(fmt::format("[%H:%M:%S] rank {} %^%l%$ %v", world.rank));
+  }
+  if (device.is_cuda() && !device.has_index()) {
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank));
+  }
+  set_threads(args.threads > 0 ? args.threads : std::max(1, cores() / world.local_world_size));
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.train.dist_timeout_s * 1000));
+  auto group = std::make_unique<RankGroup>(world, device, timeout);
+  spdlog::info("rank 0 of {} joined ({} on {}, store {}:{}{})", world.world_size,
+               device.is_cuda() ? "NCCL" : "Gloo", device.str(), world.master_addr,
+               world.master_port, world.agent_store ? ", the launcher's" : "");
+  return group;
+}
+
+int run_train(const TrainArgs& args) {
+  std::optional<WorldEnv> world;
+  try {
+    world = world_from_environment();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  if (world && args.nproc > 0) {
+    throw UsageError("--nproc starts ranks itself; it cannot be used inside a job that "
+                     "already has RANK and WORLD_SIZE set (torchrun's)");
+  }
+  const fs::path out =
+      args.out.empty() ? fs::path("runs") / fs::path(args.config_path).stem() : fs::path(args.out);
+  const RunConfig config = train_config(args, out);
+  torch::Device device = parse_device(config.train.device);
+  if (args.nproc > 0) {
+    const int threads = args.threads > 0 ? args.threads : std::max(1, cores() / args.nproc);
+    spdlog::info("training {} -> {} with {} ranks x {} thread{}", args.config_path, out.string(),
+                 args.nproc, threads, threads == 1 ? "" : "s");
+    return launch_local_ranks(args.nproc, rank_command_line(threads), config.train.dist_timeout_s);
+  }
+  std::unique_ptr<RankGroup> group;
+  if (world) {
+    group = join_job(*world, args, config, device);
+  } else {
+    set_threads(args.threads);
+  }
+  TrainOptions options;
+  options.out_dir = out;
+  options.resume = args.resume;
+  options.stop_requested = &g_stop_requested;
+  options.group = group.get();
+  if (group) {
+    options.device = device;
+    options.build_id = build_fingerprint();
+  }
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  spdlog::info("training {} -> {} on {}, {} thread{} (Ctrl-C saves and stops)", args.config_path,
+               out.string(), group ? device.str() : config.train.device, torch::get_num_threads(),
+               torch::get_num_threads() == 1 ? "" : "s");
+  const TrainResult result = train(config, options);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  // An interrupted run exits 130 whichever signal stopped it, on every rank alike.
+  return result.outcome == TrainOutcome::kInterrupted ? 130 : 0;
+}
 
 }  // namespace
 
-std::function<int()> add_train_command(CLI::App& app) {
-  struct Args {
-    std::string config_path, out, device;
-    bool resume = false;
-    int threads = 0;
-    int nproc = 0;
-    int64_t seed = -1;
-  };
-  auto args = std::make_shared<Args>();
+Command add_train_command(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model from a TOML config");
   cmd->add_option("config", args->config_path, "The run's config (configs/*.toml)")->required();
   cmd->add_option("--out", args->out, "Run directory (default: runs/<config name>)");
@@ -86,77 +178,9 @@ std::function<int()> add_train_command(CLI::App& app) {
   cmd->footer("Any config key can be overridden with --section.key=value, e.g. --train.max_iters=500.\n"
               "Several machines: torchrun --redirects 1 --tee 1 --no_python --nnodes=M "
               "--node_rank=K --nproc_per_node=N --master_addr=HOST tinylm train CONFIG");
-
-  return [args, cmd]() {
-    const std::vector<std::string> overrides = parse_overrides(cmd->remaining());
-    std::optional<WorldEnv> world;
-    try {
-      world = world_from_environment();
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-    if (world && args->nproc > 0) {
-      throw UsageError("--nproc starts ranks itself; it cannot be used inside a job that "
-                       "already has RANK and WORLD_SIZE set (torchrun's)");
-    }
-    const fs::path out =
-        args->out.empty() ? fs::path("runs") / fs::path(args->config_path).stem() : fs::path(args->out);
-
-    // A new run takes the given config; a resumed one its own config.toml, so that the
-    // model and data cannot silently change under it.
-    RunConfig config = load_config_with_overrides(
-        args->resume && fs::exists(out / "config.toml") ? out / "config.toml" : fs::path(args->config_path),
-        overrides, !args->resume);
-    if (args->seed >= 0) config.train.seed = args->seed;
-    if (!args->device.empty()) config.train.device = args->device;
-    const torch::Device device = parse_device(config.train.device);
-
-    if (args->nproc > 0) {
-      const int threads = args->threads > 0 ? args->threads : std::max(1, cores() / args->nproc);
-      spdlog::info("training {} -> {} with {} ranks x {} thread{}", args->config_path,
-                   out.string(), args->nproc, threads, threads == 1 ? "" : "s");
-      return launch_local_ranks(args->nproc, rank_command_line(threads), config.train.dist_timeout_s);
-    }
-
-    std::unique_ptr<RankGroup> group;
-    torch::Device group_device = device;  // with torchrun and "cuda": cuda:LOCAL_RANK
-    if (world) {
-      if (world->rank > 0) {  // the others speak only of trouble, and say who they are
-        spdlog::set_level(spdlog::level::warn);
-        spdlog::set_pattern(fmt::format("[%H:%M:%S] rank {} %^%l%$ %v", world->rank));
-      }
-      if (device.is_cuda() && !device.has_index()) {
-        group_device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world->local_rank));
-      }
-      set_threads(args->threads > 0 ? args->threads : std::max(1, cores() / world->local_world_size));
-      const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.train.dist_timeout_s * 1000));
-      group = std::make_unique<RankGroup>(*world, group_device, timeout);
-      spdlog::info("rank 0 of {} joined ({} on {}, store {}:{}{})", world->world_size,
-                   group_device.is_cuda() ? "NCCL" : "Gloo", group_device.str(), world->master_addr,
-                   world->master_port, world->agent_store ? ", the launcher's" : "");
-    } else {
-      set_threads(args->threads);
-    }
-
-    TrainOptions options;
-    options.out_dir = out;
-    options.resume = args->resume;
-    options.stop_requested = &g_stop_requested;
-    options.group = group.get();
-    if (group) {
-      options.device = group_device;
-      options.build_id = build_fingerprint();
-    }
-    std::signal(SIGINT, on_stop_signal);
-    std::signal(SIGTERM, on_stop_signal);
-    spdlog::info("training {} -> {} on {}, {} thread{} (Ctrl-C saves and stops)", args->config_path,
-                 out.string(), group ? group_device.str() : config.train.device, torch::get_num_threads(),
-                 torch::get_num_threads() == 1 ? "" : "s");
-    const TrainResult result = train(config, options);
-    std::signal(SIGINT, SIG_DFL);
-    std::signal(SIGTERM, SIG_DFL);
-    // An interrupted run exits 130 whichever signal stopped it, on every rank alike.
-    return result.outcome == TrainOutcome::kInterrupted ? 130 : 0;
+  return [args, cmd] {
+    args->overrides = parse_overrides(cmd->remaining());
+    return run_train(*args);
   };
 }
 

@@ -1,13 +1,15 @@
 #include "train/checkpoint.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
-#include "data/corpus.h"
-#include "data/atomic_file.h"
+#include "data/io/files.h"
+#include "data/io/atomic_file.h"
 #include "train/safetensors.h"
 
 namespace tinylm {
@@ -45,7 +47,7 @@ void write_model(const fs::path& path, GPT& model, int64_t step) {
 
 }  // namespace
 
-void load_weights(const fs::path& path, GPT& model) {
+int64_t load_weights(const fs::path& path, GPT& model) {
   const Safetensors file = load_safetensors(path);
   torch::NoGradGuard no_grad;
   auto params = model->named_parameters();
@@ -69,42 +71,67 @@ void load_weights(const fs::path& path, GPT& model) {
                                ", which the model of config.json does not have");
     }
   }
+  return file.metadata.count("step") ? step_in(file, path) : -1;
 }
 
+namespace {
+
+json to_json(const ConfigValue& value) {
+  return std::visit([](const auto& v) { return json(v); }, value);
+}
+
+// `doc` as a value of the same type as `like` (the key's default); nullopt when it is not one.
+std::optional<ConfigValue> from_json(const json& doc, const ConfigValue& like) {
+  if (std::holds_alternative<bool>(like) && doc.is_boolean()) return doc.get<bool>();
+  if (std::holds_alternative<int64_t>(like) && doc.is_number_integer()) return doc.get<int64_t>();
+  if (std::holds_alternative<double>(like) && doc.is_number()) return doc.get<double>();
+  if (std::holds_alternative<std::string>(like) && doc.is_string()) return doc.get<std::string>();
+  return std::nullopt;
+}
+
+const char* type_words(const ConfigValue& like) {
+  if (std::holds_alternative<bool>(like)) return "a boolean";
+  if (std::holds_alternative<int64_t>(like)) return "an integer";
+  if (std::holds_alternative<double>(like)) return "a number";
+  return "a string";
+}
+
+}  // namespace
+
 json model_config_to_json(const ModelConfig& c) {
-  return {{"n_layer", c.n_layer},   {"n_head", c.n_head},
-          {"n_embd", c.n_embd},     {"block_size", c.block_size},
-          {"vocab_size", c.vocab_size}, {"dropout", c.dropout},
-          {"bias", c.bias},         {"pos_encoding", c.pos_encoding},
-          {"tie_weights", c.tie_weights}, {"attn_only", c.attn_only},
-          {"norm", c.norm},         {"mlp", c.mlp},
-          {"n_kv_head", c.n_kv_head}};  // 0 = n_head
+  json doc = {{"vocab_size", c.vocab_size}};
+  for (const ConfigKey<ModelConfig>& k : model_keys()) doc[k.name] = to_json(k.get(c));
+  return doc;
 }
 
 ModelConfig model_config_from_json(const json& doc, const std::string& source) {
   if (!doc.is_object()) throw std::runtime_error(source + " is not a JSON object");
-  ModelConfig c;
-  const auto get = [&](const char* key, auto& out, bool (json::*check)() const noexcept,
-                       const char* expected) {
-    if (!doc.contains(key) || !(doc[key].*check)()) {
-      throw std::runtime_error(source + ": \"" + key + "\" is missing or not " + expected);
-    }
-    out = doc[key].get<std::decay_t<decltype(out)>>();
+  const auto& required = gptconfig_keys();
+  const auto missing_or_bad = [&](const std::string& name, const ConfigValue& like) {
+    return std::runtime_error(source + ": \"" + name + "\" is missing or not " + type_words(like));
   };
-  get("n_layer", c.n_layer, &json::is_number_integer, "an integer");
-  get("n_head", c.n_head, &json::is_number_integer, "an integer");
-  get("n_embd", c.n_embd, &json::is_number_integer, "an integer");
-  get("block_size", c.block_size, &json::is_number_integer, "an integer");
-  get("vocab_size", c.vocab_size, &json::is_number_integer, "an integer");
-  get("dropout", c.dropout, &json::is_number, "a number");
-  get("bias", c.bias, &json::is_boolean, "a boolean");
-  get("pos_encoding", c.pos_encoding, &json::is_string, "a string");
-  get("tie_weights", c.tie_weights, &json::is_boolean, "a boolean");
-  // Absent in runs from before these options: the GPT-2 block.
-  if (doc.contains("attn_only")) get("attn_only", c.attn_only, &json::is_boolean, "a boolean");
-  if (doc.contains("norm")) get("norm", c.norm, &json::is_string, "a string");
-  if (doc.contains("mlp")) get("mlp", c.mlp, &json::is_string, "a string");
-  if (doc.contains("n_kv_head")) get("n_kv_head", c.n_kv_head, &json::is_number_integer, "an integer");
+  ModelConfig c;
+  for (const ConfigKey<ModelConfig>& k : model_keys()) {
+    const ConfigValue like = k.get(ModelConfig{});
+    if (!doc.contains(k.name)) {
+      // Keys that runs from before them lack take their defaults; nanoGPT's never do.
+      if (std::find(required.begin(), required.end(), k.name) != required.end()) {
+        throw missing_or_bad(k.name, like);
+      }
+      continue;
+    }
+    const std::optional<ConfigValue> value = from_json(doc[k.name], like);
+    if (!value) throw missing_or_bad(k.name, like);
+    try {
+      k.set(c, *value);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(source + ": model." + k.name + " " + e.what());
+    }
+  }
+  if (!doc.contains("vocab_size") || !doc["vocab_size"].is_number_integer()) {
+    throw missing_or_bad("vocab_size", ConfigValue(int64_t{0}));
+  }
+  c.vocab_size = doc["vocab_size"].get<int64_t>();
   try {
     c.validate();
   } catch (const std::invalid_argument& e) {
@@ -201,11 +228,11 @@ LoadedRun load_run(const fs::path& dir) {
   return LoadedRun{std::move(config), std::move(tokenizer), std::move(model)};
 }
 
-void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step) {
+void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step,
+                    int64_t model_step) {
   const fs::path path = dir / "optimizer.safetensors";
   const Safetensors file = load_safetensors(path);
   const int64_t step = step_in(file, path);
-  const int64_t model_step = step_in(load_safetensors(dir / "model.safetensors"), dir / "model.safetensors");
   if (step != expected_step || model_step != expected_step) {
     throw std::runtime_error(dir.string() + ": checkpoint files are from different steps (state.json " +
                              std::to_string(expected_step) + ", model.safetensors " +

@@ -54,13 +54,16 @@ void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
                      const AdamW& optimizer, const TrainingState& state);
 
 // Copies model.safetensors into `model`; names, dtypes and shapes must agree exactly.
-void load_weights(const std::filesystem::path& path, GPT& model);
+// Returns the step the file records, or -1 when it records none (a file from elsewhere).
+int64_t load_weights(const std::filesystem::path& path, GPT& model);
 
 // Loads config, tokenizer and weights for sample/eval; validates all of them.
 LoadedRun load_run(const std::filesystem::path& dir);
 
-// Restores AdamW moments and step counts; the file must be from `expected_step`.
-void load_optimizer(const std::filesystem::path& dir, AdamW& optimizer, int64_t expected_step);
+// Restores AdamW moments and step counts. The optimizer file and the weights already loaded
+// (`model_step`, what load_weights returned) must both be from `expected_step`.
+void load_optimizer(const std::filesystem::path& dir, AdamW& optimizer, int64_t expected_step,
+                    int64_t model_step);
 
 TrainingState load_training_state(const std::filesystem::path& dir);
 

@@ -2,6 +2,9 @@
 
 #include <stdexcept>
 
+#include "model/scoped_mode.h"
+#include "model/window_loss.h"
+
 namespace tinylm {
 
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
@@ -16,12 +19,7 @@ double batch_nats(GPT& model, const TokenSequence& tokens, const std::vector<int
   const auto B = static_cast<int64_t>(starts.size());
   torch::Tensor windows = torch::empty({B, T + 1}, torch::kInt64);  // (B, T + 1)
   for (int64_t b = 0; b < B; ++b) tokens.copy_to(starts[b], T + 1, windows[b].data_ptr<int64_t>());
-  windows = windows.to(model->device());
-  const torch::Tensor logits = model->forward(windows.slice(1, 0, T));  // (B, T, V)
-  const torch::Tensor targets = windows.slice(1, 1, T + 1);              // (B, T)
-  return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}),
-                                   {}, at::Reduction::Sum)
-      .item<double>();
+  return window_loss(model, windows, B).nats;
 }
 
 }  // namespace
@@ -31,9 +29,6 @@ Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch
   if (N < 2) throw std::invalid_argument("scoring needs at least 2 tokens (got " + std::to_string(N) + ")");
   const int64_t T = model->config().block_size;
   const int64_t predicted = N - 1, full = predicted / T, tail = predicted % T;
-  const bool was_training = model->is_training();
-  model->eval();
-  torch::NoGradGuard no_grad;
   double nats = 0.0;
   std::vector<int64_t> starts;
   for (int64_t w = 0; w < full; ++w) {
@@ -44,7 +39,6 @@ Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch
     }
   }
   if (tail > 0) nats += batch_nats(model, t, {full * T}, tail);
-  model->train(was_training);
   return {nats / static_cast<double>(predicted), predicted};
 }
 
@@ -52,8 +46,7 @@ double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
                      torch::Generator& generator, RankGroup* group) {
   const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
   const torch::Device device = model->device();
-  const bool was_training = model->is_training();
-  model->eval();
+  const ScopedMode eval = eval_mode(*model);
   torch::NoGradGuard no_grad;
   double total = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
@@ -61,7 +54,6 @@ double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
     if (i % world != rank) continue;
     total += next_token_loss(model->forward(x.to(device)), y.to(device)).item<double>();
   }
-  model->train(was_training);
   if (group) {
     torch::Tensor sum = torch::tensor({total}, torch::kFloat64);
     if (device.is_cuda()) sum = sum.to(device);  // NCCL reduces device tensors only

@@ -3,10 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <sstream>
 #include <stdexcept>
-#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -14,15 +12,6 @@
 
 namespace tinylm {
 namespace {
-
-using Value = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
-
-// One key of the schema: how to read it from TOML and write it back.
-struct Field {
-  std::string name;  // "section.key"
-  std::function<void(RunConfig&, const toml::node&, const std::string& where)> set;
-  std::function<Value(const RunConfig&)> get;
-};
 
 std::string type_name(const toml::node& node) {
   switch (node.type()) {
@@ -36,112 +25,166 @@ std::string type_name(const toml::node& node) {
   }
 }
 
-template <class T>
-T read_value(const toml::node& node, const std::string& name, const std::string& where) {
+// `node` read as a value of the same type as `like` (the key's default).
+ConfigValue read_value(const toml::node& node, const ConfigValue& like, const std::string& name,
+                       const std::string& where) {
   const auto bad = [&](const char* expected) {
     return std::invalid_argument(name + where + ": expected " + expected + ", got " +
                                  type_name(node));
   };
-  if constexpr (std::is_same_v<T, bool>) {
+  if (std::holds_alternative<bool>(like)) {
     if (!node.is_boolean()) throw bad("true or false");
     return node.as_boolean()->get();
-  } else if constexpr (std::is_same_v<T, int64_t>) {
+  }
+  if (std::holds_alternative<int64_t>(like)) {
     if (!node.is_integer()) throw bad("an integer");
     return node.as_integer()->get();
-  } else if constexpr (std::is_same_v<T, double>) {
+  }
+  if (std::holds_alternative<double>(like)) {
     if (node.is_integer()) return static_cast<double>(node.as_integer()->get());
     if (!node.is_floating_point()) throw bad("a number");
     return node.as_floating_point()->get();
-  } else if constexpr (std::is_same_v<T, std::string>) {
+  }
+  if (std::holds_alternative<std::string>(like)) {
     if (!node.is_string()) throw bad("a string");
     return node.as_string()->get();
-  } else {
-    const toml::array* array = node.as_array();
-    if (!array) throw bad("an array of strings");
-    std::vector<std::string> out;
-    for (const toml::node& item : *array) {
-      if (!item.is_string()) throw bad("an array of strings");
-      out.push_back(item.as_string()->get());
-    }
-    return out;
+  }
+  const toml::array* array = node.as_array();
+  if (!array) throw bad("an array of strings");
+  std::vector<std::string> out;
+  for (const toml::node& item : *array) {
+    if (!item.is_string()) throw bad("an array of strings");
+    out.push_back(item.as_string()->get());
+  }
+  return out;
+}
+
+// Sets key `k` of `config` from `node`; an enum's unknown name is an error naming key and place.
+void set_key(const ConfigKey<RunConfig>& k, RunConfig& config, const toml::node& node,
+             const std::string& where) {
+  const ConfigValue value = read_value(node, k.get(RunConfig{}), k.name, where);
+  try {
+    k.set(config, value);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(k.name + " " + e.what() + where);
   }
 }
 
-template <class Section, class T>
-Field field(std::string name, Section RunConfig::*section, T Section::*member) {
-  Field f;
-  f.name = name;
-  f.set = [name, section, member](RunConfig& c, const toml::node& node, const std::string& where) {
-    (c.*section).*member = read_value<T>(node, name, where);
-  };
-  f.get = [section, member](const RunConfig& c) -> Value { return (c.*section).*member; };
-  return f;
+// What a key of this value's type accepts when nothing narrows it, for the key table.
+const char* type_words(const ConfigValue& value) {
+  switch (value.index()) {
+    case 0: return "true, false";
+    case 1: return "an integer";
+    case 2: return "a number";
+    case 3: return "a string";
+    default: return "strings";
+  }
 }
 
-const std::vector<Field>& schema() {
-  static const std::vector<Field> fields = {
-      field("model.n_layer", &RunConfig::model, &ModelConfig::n_layer),
-      field("model.n_head", &RunConfig::model, &ModelConfig::n_head),
-      field("model.n_embd", &RunConfig::model, &ModelConfig::n_embd),
-      field("model.block_size", &RunConfig::model, &ModelConfig::block_size),
-      field("model.dropout", &RunConfig::model, &ModelConfig::dropout),
-      field("model.bias", &RunConfig::model, &ModelConfig::bias),
-      field("model.pos_encoding", &RunConfig::model, &ModelConfig::pos_encoding),
-      field("model.norm", &RunConfig::model, &ModelConfig::norm),
-      field("model.mlp", &RunConfig::model, &ModelConfig::mlp),
-      field("model.n_kv_head", &RunConfig::model, &ModelConfig::n_kv_head),
-      field("model.tie_weights", &RunConfig::model, &ModelConfig::tie_weights),
-      field("model.attn_only", &RunConfig::model, &ModelConfig::attn_only),
-      field("model.init_std", &RunConfig::model, &ModelConfig::init_std),
-      field("data.source", &RunConfig::data, &DataConfig::source),
-      field("data.path", &RunConfig::data, &DataConfig::path),
-      field("data.val_path", &RunConfig::data, &DataConfig::val_path),
-      field("data.synthetic_size", &RunConfig::data, &DataConfig::synthetic_size),
-      field("data.train_fraction", &RunConfig::data, &DataConfig::train_fraction),
-      field("data.tokenizer", &RunConfig::data, &DataConfig::tokenizer),
-      field("data.tokenizer_model", &RunConfig::data, &DataConfig::tokenizer_model),
-      field("data.vocab_size", &RunConfig::data, &DataConfig::vocab_size),
-      field("data.model_type", &RunConfig::data, &DataConfig::model_type),
-      field("data.character_coverage", &RunConfig::data, &DataConfig::character_coverage),
-      field("data.byte_fallback", &RunConfig::data, &DataConfig::byte_fallback),
-      field("data.user_defined_symbols", &RunConfig::data, &DataConfig::user_defined_symbols),
-      field("data.sampling", &RunConfig::data, &DataConfig::sampling),
-      field("data.cache_dir", &RunConfig::data, &DataConfig::cache_dir),
-      field("train.batch_size", &RunConfig::train, &TrainConfig::batch_size),
-      field("train.gradient_accumulation_steps", &RunConfig::train,
-            &TrainConfig::gradient_accumulation_steps),
-      field("train.max_iters", &RunConfig::train, &TrainConfig::max_iters),
-      field("train.learning_rate", &RunConfig::train, &TrainConfig::learning_rate),
-      field("train.decay_lr", &RunConfig::train, &TrainConfig::decay_lr),
-      field("train.warmup_iters", &RunConfig::train, &TrainConfig::warmup_iters),
-      field("train.lr_decay_iters", &RunConfig::train, &TrainConfig::lr_decay_iters),
-      field("train.min_lr", &RunConfig::train, &TrainConfig::min_lr),
-      field("train.beta1", &RunConfig::train, &TrainConfig::beta1),
-      field("train.beta2", &RunConfig::train, &TrainConfig::beta2),
-      field("train.weight_decay", &RunConfig::train, &TrainConfig::weight_decay),
-      field("train.grad_clip", &RunConfig::train, &TrainConfig::grad_clip),
-      field("train.eval_interval", &RunConfig::train, &TrainConfig::eval_interval),
-      field("train.eval_iters", &RunConfig::train, &TrainConfig::eval_iters),
-      field("train.log_interval", &RunConfig::train, &TrainConfig::log_interval),
-      field("train.seed", &RunConfig::train, &TrainConfig::seed),
-      field("train.dtype", &RunConfig::train, &TrainConfig::dtype),
-      field("train.device", &RunConfig::train, &TrainConfig::device),
-      field("train.dist_timeout_s", &RunConfig::train, &TrainConfig::dist_timeout_s),
-      field("sample.prompt", &RunConfig::sample, &SampleConfig::prompt),
-      field("sample.max_new_tokens", &RunConfig::sample, &SampleConfig::max_new_tokens),
-      field("sample.temperature", &RunConfig::sample, &SampleConfig::temperature),
-      field("sample.top_k", &RunConfig::sample, &SampleConfig::top_k),
-      field("sample.top_p", &RunConfig::sample, &SampleConfig::top_p),
-      field("sample.num_samples", &RunConfig::sample, &SampleConfig::num_samples),
-      field("sample.seed", &RunConfig::sample, &SampleConfig::seed),
-      field("sample.stop", &RunConfig::sample, &SampleConfig::stop),
-  };
-  return fields;
+bool is_device(const ConfigValue& v) {
+  const std::string& d = std::get<std::string>(v);
+  return d == "cpu" || d == "cuda" ||
+         (d.rfind("cuda:", 0) == 0 && d.size() > 5 &&
+          d.find_first_not_of("0123456789", 5) == std::string::npos);
 }
 
-const Field* find_field(const std::string& name) {
-  for (const Field& f : schema()) {
-    if (f.name == name) return &f;
+bool symbols_are_clean(const ConfigValue& v) {
+  for (const std::string& symbol : std::get<std::vector<std::string>>(v)) {
+    if (symbol.empty() || symbol.find(',') != std::string::npos) return false;
+  }
+  return true;
+}
+
+template <class T>
+std::vector<ConfigKey<RunConfig>> section(const std::string& name, T RunConfig::*part,
+                                          const std::vector<ConfigKey<T>>& keys) {
+  return lift(name, part, keys);
+}
+
+std::vector<ConfigKey<RunConfig>> declare_run_keys() {
+  using D = DataConfig;
+  using T = TrainConfig;
+  using S = SampleConfig;
+  const std::vector<ConfigKey<D>> data = {
+      key("source", &D::source, anything(),
+          "the text at data.path, or the generated corpus of configs/induction.toml"),
+      key("path", &D::path, anything(),
+          "a UTF-8 file, or a directory whose *.txt files are read in sorted order"),
+      key("val_path", &D::val_path, anything(),
+          "a separate validation corpus (file or directory); empty: split data.path"),
+      key("synthetic_size", &D::synthetic_size, between(1000, 1e9),
+          "characters of a generated corpus (from train.seed)"),
+      key("train_fraction", &D::train_fraction, between(0, 1, "()"),
+          "without val_path: the first part of the tokens trains, the rest validates"),
+      key("tokenizer", &D::tokenizer, anything(),
+          "Unicode code points (nanoGPT's ids), 256 bytes, or SentencePiece BPE/unigram"),
+      key("tokenizer_model", &D::tokenizer_model, anything(),
+          "an existing SentencePiece .model; empty: train one on the train split"),
+      key("vocab_size", &D::vocab_size, between(8, 1e6), "SentencePiece training: pieces"),
+      key("model_type", &D::model_type, anything(), "SentencePiece training: the algorithm"),
+      key("character_coverage", &D::character_coverage, between(0, 1, "(]"),
+          "SentencePiece training: share of characters given their own piece"),
+      key("byte_fallback", &D::byte_fallback, anything(),
+          "SentencePiece training: characters without a piece become UTF-8 byte pieces"),
+      key("user_defined_symbols", &D::user_defined_symbols,
+          rule("non-empty strings without commas", symbols_are_clean),
+          "strings always kept as one piece, e.g. [\"<|endoftext|>\"]"),
+      key("sampling", &D::sampling, anything(),
+          "windows at uniform offsets (nanoGPT), or every window once per epoch, shuffled"),
+      key("cache_dir", &D::cache_dir, anything(),
+          "where token files go; empty: cache/<config name> in the working directory"),
+  };
+  const std::vector<ConfigKey<T>> train = {
+      key("batch_size", &T::batch_size, at_least(1), "sequences per micro-batch"),
+      key("gradient_accumulation_steps", &T::gradient_accumulation_steps, at_least(1),
+          "micro-batches per step; sequences per step = batch_size times this"),
+      key("max_iters", &T::max_iters, at_least(0), "optimizer steps"),
+      key("learning_rate", &T::learning_rate, above(0), "AdamW's peak rate"),
+      key("decay_lr", &T::decay_lr, anything(), "linear warmup, then cosine to min_lr"),
+      key("warmup_iters", &T::warmup_iters, at_least(0), "steps of linear warmup"),
+      key("lr_decay_iters", &T::lr_decay_iters, anything(),
+          "the step where the cosine reaches min_lr; > warmup_iters"),
+      key("min_lr", &T::min_lr, at_least(0), "the final rate; <= learning_rate"),
+      key("beta1", &T::beta1, between(0, 1, "[)"), "AdamW"),
+      key("beta2", &T::beta2, between(0, 1, "[)"), "AdamW"),
+      key("weight_decay", &T::weight_decay, at_least(0), "AdamW, on 2-D+ parameters only"),
+      key("grad_clip", &T::grad_clip, at_least(0), "global gradient norm clip; 0 = off"),
+      key("eval_interval", &T::eval_interval, at_least(1),
+          "steps between loss estimates and checkpoints"),
+      key("eval_iters", &T::eval_iters, at_least(1), "random batches per loss estimate"),
+      key("log_interval", &T::log_interval, at_least(1), "steps between log lines"),
+      key("seed", &T::seed, at_least(0), "init, batches, dropout and the probe"),
+      key("dtype", &T::dtype, anything(),
+          "precision of the matmuls (autocast); weights and AdamW stay float32"),
+      key("device", &T::device, rule("cpu, cuda or cuda:N", is_device),
+          "where the model, batches and AdamW state live (--device)"),
+      key("dist_timeout_s", &T::dist_timeout_s, above(0),
+          "how long a rank waits for the others before it stops with an error"),
+  };
+  const std::vector<ConfigKey<S>> sample = {
+      key("prompt", &S::prompt, anything(), "the text to continue (tinylm sample)"),
+      key("max_new_tokens", &S::max_new_tokens,
+          between(1, static_cast<double>(kMaxNewTokensLimit)), "tokens per sample"),
+      key("temperature", &S::temperature, at_least(0), "0 = greedy"),
+      key("top_k", &S::top_k, at_least(0), "keep the k likeliest tokens; 0 = off"),
+      key("top_p", &S::top_p, between(0, 1, "(]"), "nucleus sampling; 1 = off"),
+      key("num_samples", &S::num_samples, between(1, 1000), "samples, drawn in one batch"),
+      key("seed", &S::seed, at_least(0), "the sampling generator's seed"),
+      key("stop", &S::stop, anything(),
+          "a sample ends after the first occurrence of this text; empty = never"),
+  };
+  std::vector<ConfigKey<RunConfig>> keys = section("model", &RunConfig::model, model_keys());
+  for (auto part : {section("data", &RunConfig::data, data),
+                    section("train", &RunConfig::train, train),
+                    section("sample", &RunConfig::sample, sample)}) {
+    keys.insert(keys.end(), part.begin(), part.end());
+  }
+  return keys;
+}
+
+const ConfigKey<RunConfig>* find_key(const std::string& name) {
+  for (const ConfigKey<RunConfig>& k : run_keys()) {
+    if (k.name == name) return &k;
   }
   return nullptr;
 }
@@ -165,9 +208,14 @@ std::string str(double v) {
 
 }  // namespace
 
+const std::vector<ConfigKey<RunConfig>>& run_keys() {
+  static const std::vector<ConfigKey<RunConfig>> keys = declare_run_keys();
+  return keys;
+}
+
 std::vector<std::string> config_keys() {
   std::vector<std::string> keys;
-  for (const Field& f : schema()) keys.push_back(f.name);
+  for (const ConfigKey<RunConfig>& k : run_keys()) keys.push_back(k.name);
   return keys;
 }
 
@@ -200,87 +248,27 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
 }
 
 void RunConfig::validate() const {
+  for (const ConfigKey<RunConfig>& k : run_keys()) {
+    if (k.name.rfind("model.", 0) != 0) k.check(*this);
+  }
   ModelConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // not known until the tokenizer is built
   m.validate();
 
-  require(data.source == "file" || data.source == "induction",
-          "data.source must be \"file\" or \"induction\" (got \"" + data.source + "\")");
-  require(data.source != "file" || !data.path.empty(),
+  // What no single key can say.
+  require(data.source != DataSource::kFile || !data.path.empty(),
           "data.path must name a corpus file or directory");
-  require(data.synthetic_size >= 1000 && data.synthetic_size <= 1000000000,
-          "data.synthetic_size must be in [1000, 1000000000] (got " +
-              std::to_string(data.synthetic_size) + ")");
-  require(data.train_fraction > 0.0 && data.train_fraction < 1.0,
-          "data.train_fraction must be in (0, 1) (got " + str(data.train_fraction) + ")");
-  require(data.tokenizer == "char" || data.tokenizer == "byte" || data.tokenizer == "sentencepiece",
-          "data.tokenizer must be \"char\", \"byte\" or \"sentencepiece\" (got \"" +
-              data.tokenizer + "\")");
-  require(data.tokenizer_model.empty() || data.tokenizer == "sentencepiece",
+  require(data.tokenizer_model.empty() || data.tokenizer == TokenizerKind::kSentencePiece,
           "data.tokenizer_model is set, so data.tokenizer must be \"sentencepiece\" (got \"" +
-              data.tokenizer + "\")");
-  require(data.vocab_size >= 8 && data.vocab_size <= 1000000,
-          "data.vocab_size must be in [8, 1000000] (got " + std::to_string(data.vocab_size) + ")");
-  require(data.model_type == "bpe" || data.model_type == "unigram",
-          "data.model_type must be \"bpe\" or \"unigram\" (got \"" + data.model_type + "\")");
-  require(data.character_coverage > 0.0 && data.character_coverage <= 1.0,
-          "data.character_coverage must be in (0, 1] (got " + str(data.character_coverage) + ")");
-  for (const std::string& symbol : data.user_defined_symbols) {
-    require(!symbol.empty() && symbol.find(',') == std::string::npos,
-            "data.user_defined_symbols: \"" + symbol + "\" must be non-empty and contain no comma");
-  }
-  require(data.sampling == "random" || data.sampling == "epoch",
-          "data.sampling must be \"random\" or \"epoch\" (got \"" + data.sampling + "\")");
-  require(data.source != "induction" || data.tokenizer != "sentencepiece",
+              std::string(name_of(data.tokenizer)) + "\")");
+  require(data.source != DataSource::kInduction || data.tokenizer != TokenizerKind::kSentencePiece,
           "data.source = \"induction\" needs data.tokenizer = \"char\" or \"byte\"");
-
   const TrainConfig& t = train;
-  require(t.batch_size >= 1, "train.batch_size must be >= 1 (got " + std::to_string(t.batch_size) + ")");
-  require(t.gradient_accumulation_steps >= 1,
-          "train.gradient_accumulation_steps must be >= 1 (got " +
-              std::to_string(t.gradient_accumulation_steps) + ")");
-  require(t.max_iters >= 0, "train.max_iters must be >= 0 (got " + std::to_string(t.max_iters) + ")");
-  require(t.learning_rate > 0.0,
-          "train.learning_rate must be > 0 (got " + str(t.learning_rate) + ")");
-  require(t.min_lr >= 0.0 && t.min_lr <= t.learning_rate,
+  require(t.min_lr <= t.learning_rate,
           "train.min_lr must be in [0, train.learning_rate] (got " + str(t.min_lr) + ")");
-  require(t.warmup_iters >= 0,
-          "train.warmup_iters must be >= 0 (got " + std::to_string(t.warmup_iters) + ")");
   require(!t.decay_lr || t.lr_decay_iters > t.warmup_iters,
           "train.lr_decay_iters (" + std::to_string(t.lr_decay_iters) +
               ") must be greater than train.warmup_iters (" + std::to_string(t.warmup_iters) + ")");
-  require(t.dtype == "float32" || t.dtype == "bfloat16",
-          "train.dtype must be one of float32, bfloat16 (got \"" + t.dtype + "\")");
-  require(t.device == "cpu" || t.device == "cuda" ||
-              (t.device.rfind("cuda:", 0) == 0 && t.device.size() > 5 &&
-               t.device.find_first_not_of("0123456789", 5) == std::string::npos),
-          "train.device must be cpu, cuda or cuda:N (got \"" + t.device + "\")");
-  require(t.dist_timeout_s > 0.0,
-          "train.dist_timeout_s must be > 0 (got " + str(t.dist_timeout_s) + ")");
-  require(t.beta1 >= 0.0 && t.beta1 < 1.0, "train.beta1 must be in [0, 1) (got " + str(t.beta1) + ")");
-  require(t.beta2 >= 0.0 && t.beta2 < 1.0, "train.beta2 must be in [0, 1) (got " + str(t.beta2) + ")");
-  require(t.weight_decay >= 0.0,
-          "train.weight_decay must be >= 0 (got " + str(t.weight_decay) + ")");
-  require(t.grad_clip >= 0.0, "train.grad_clip must be >= 0, 0 = off (got " + str(t.grad_clip) + ")");
-  require(t.eval_interval >= 1,
-          "train.eval_interval must be >= 1 (got " + std::to_string(t.eval_interval) + ")");
-  require(t.eval_iters >= 1, "train.eval_iters must be >= 1 (got " + std::to_string(t.eval_iters) + ")");
-  require(t.log_interval >= 1,
-          "train.log_interval must be >= 1 (got " + std::to_string(t.log_interval) + ")");
-  require(t.seed >= 0, "train.seed must be >= 0 (got " + std::to_string(t.seed) + ")");
-
-  const SampleConfig& s = sample;
-  require(s.max_new_tokens >= 1 && s.max_new_tokens <= kMaxNewTokensLimit,
-          "sample.max_new_tokens must be in [1, " + std::to_string(kMaxNewTokensLimit) +
-              "] (got " + std::to_string(s.max_new_tokens) + ")");
-  require(s.temperature >= 0.0,
-          "sample.temperature must be >= 0, 0 = greedy (got " + str(s.temperature) + ")");
-  require(s.top_k >= 0, "sample.top_k must be >= 0, 0 = off (got " + std::to_string(s.top_k) + ")");
-  require(s.top_p > 0.0 && s.top_p <= 1.0,
-          "sample.top_p must be in (0, 1], 1 = off (got " + str(s.top_p) + ")");
-  require(s.num_samples >= 1 && s.num_samples <= 1000,
-          "sample.num_samples must be in [1, 1000] (got " + std::to_string(s.num_samples) + ")");
-  require(s.seed >= 0, "sample.seed must be >= 0 (got " + std::to_string(s.seed) + ")");
 }
 
 RunConfig load_run_config(const std::filesystem::path& path) {
@@ -308,9 +296,9 @@ RunConfig load_run_config(const std::filesystem::path& path) {
     for (const auto& [key, node] : *table) {
       const std::string name = section + "." + std::string(key.str());
       const auto where = " (" + path.string() + ":" + std::to_string(node.source().begin.line) + ")";
-      const Field* f = find_field(name);
-      if (!f) throw unknown_key(name, where);
-      f->set(config, node, where);
+      const ConfigKey<RunConfig>* k = find_key(name);
+      if (!k) throw unknown_key(name, where);
+      set_key(*k, config, node, where);
     }
   }
   // Relative paths are read from the config file's directory, so that a config works from
@@ -346,11 +334,11 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& override
       throw std::invalid_argument("override " + item + " must look like section.key=value");
     }
     const std::string name = item.substr(0, eq), text = item.substr(eq + 1);
-    const Field* f = find_field(name);
-    if (!f) throw unknown_key(name, " (command line)");
+    const ConfigKey<RunConfig>* k = find_key(name);
+    if (!k) throw unknown_key(name, " (command line)");
     const std::string where = " (command line)";
-    if (std::holds_alternative<std::string>(f->get(config))) {
-      f->set(config, toml::value<std::string>(text), where);  // strings need no quotes
+    if (std::holds_alternative<std::string>(k->get(config))) {
+      set_key(*k, config, toml::value<std::string>(text), where);  // strings need no quotes
       continue;
     }
     toml::table parsed;
@@ -359,7 +347,7 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& override
     } catch (const toml::parse_error&) {
       throw std::invalid_argument(name + where + ": cannot read value \"" + text + "\"");
     }
-    f->set(config, *parsed.get("v"), where);
+    set_key(*k, config, *parsed.get("v"), where);
   }
   config.validate();
 }
@@ -367,32 +355,35 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& override
 std::string to_toml(const RunConfig& config) {
   // Written by hand rather than through toml++'s printer, which emits a lone newline as a
   // multi-line literal that reads back empty, and 0.9 as 0.90000000000000002.
-  const auto format = [](const Value& value) -> std::string {
-    if (const auto* s = std::get_if<std::string>(&value)) return nlohmann::json(*s).dump();
-    if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
-    if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
-    if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
-      return nlohmann::json(*list).dump();  // a JSON array of strings is a TOML array
-    }
-    const double d = std::get<double>(value);
-    char text[32];
-    for (int precision = 1; precision <= 17; ++precision) {  // shortest exact form
-      std::snprintf(text, sizeof text, "%.*g", precision, d);
-      if (std::strtod(text, nullptr) == d) break;
-    }
-    std::string out = text;
-    if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // stay a float in TOML
-    return out;
-  };
   std::string out = "# The fully resolved config of this run, written by tinylm.\n";
   std::string section;
-  for (const Field& f : schema()) {
-    const size_t dot = f.name.find('.');
-    if (f.name.substr(0, dot) != section) {
-      section = f.name.substr(0, dot);
+  for (const ConfigKey<RunConfig>& k : run_keys()) {
+    const size_t dot = k.name.find('.');
+    if (k.name.substr(0, dot) != section) {
+      section = k.name.substr(0, dot);
       out += "\n[" + section + "]\n";
     }
-    out += f.name.substr(dot + 1) + " = " + format(f.get(config)) + "\n";
+    out += k.name.substr(dot + 1) + " = " + config_value_text(k.get(config)) + "\n";
+  }
+  return out;
+}
+
+std::string config_key_table() {
+  // Pipes inside a cell would end it: Markdown spells them \|.
+  const auto cell = [](std::string text) {
+    for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) {
+      text.replace(at, 1, "\\|");
+    }
+    return text;
+  };
+  const RunConfig defaults;
+  std::string out = "| key | default | accepts | meaning |\n|---|---|---|---|\n";
+  for (const ConfigKey<RunConfig>& k : run_keys()) {
+    const ConfigValue value = k.get(defaults);
+    std::string accepts = k.accepts.summary();
+    if (accepts.empty()) accepts = type_words(value);
+    out += "| `" + k.name + "` | `" + cell(config_value_text(value)) + "` | " + cell(accepts) +
+           " | " + cell(k.help) + " |\n";
   }
   return out;
 }

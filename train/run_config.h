@@ -13,23 +13,49 @@
 
 namespace tinylm {
 
+enum class DataSource { kFile, kInduction };  // a text corpus | data/induction_corpus.h
+enum class TokenizerKind { kChar, kByte, kSentencePiece };
+enum class SentencePieceModel { kBpe, kUnigram };
+enum class Sampling { kRandom, kEpoch };  // uniform windows | every window once per epoch
+enum class Dtype { kFloat32, kBfloat16 };
+
+template <>
+struct EnumNames<DataSource> {
+  static constexpr std::array<const char*, 2> kNames = {"file", "induction"};
+};
+template <>
+struct EnumNames<TokenizerKind> {
+  static constexpr std::array<const char*, 3> kNames = {"char", "byte", "sentencepiece"};
+};
+template <>
+struct EnumNames<SentencePieceModel> {
+  static constexpr std::array<const char*, 2> kNames = {"bpe", "unigram"};
+};
+template <>
+struct EnumNames<Sampling> {
+  static constexpr std::array<const char*, 2> kNames = {"random", "epoch"};
+};
+template <>
+struct EnumNames<Dtype> {
+  static constexpr std::array<const char*, 2> kNames = {"float32", "bfloat16"};
+};
+
+// The keys' meanings are in their declarations (run_config.cpp) and docs/CONFIG.md.
 struct DataConfig {
-  std::string source = "file";   // file: the text at `path`; induction: the synthetic corpus
-                                 // of data/induction_corpus.h, generated from train.seed
-  std::string path;              // a UTF-8 file or a directory of *.txt; in a config file,
-                                 // relative to that file's directory (so are the paths below)
-  std::string val_path;          // a separate validation corpus; empty: split `path`
-  int64_t synthetic_size = 1000000;  // characters of a generated corpus
-  double train_fraction = 0.9;   // the first part of the tokens trains, the rest validates
-  std::string tokenizer = "char";  // char | byte | sentencepiece
-  std::string tokenizer_model;   // an existing SentencePiece .model; empty: train one
-  int64_t vocab_size = 1024;     // SentencePiece training: pieces in the vocabulary
-  std::string model_type = "bpe";  // bpe | unigram
-  double character_coverage = 1.0;  // share of characters that get their own piece
-  bool byte_fallback = true;     // characters without a piece become UTF-8 byte pieces
-  std::vector<std::string> user_defined_symbols;  // kept whole, e.g. ["<|endoftext|>"]
-  std::string sampling = "random";  // random windows, or epoch: every window once per epoch
-  std::string cache_dir;         // token files; empty: cache/<config name> in the working dir
+  DataSource source = DataSource::kFile;
+  std::string path;  // in a config file, relative to its directory (so are the paths below)
+  std::string val_path;
+  int64_t synthetic_size = 1000000;
+  double train_fraction = 0.9;
+  TokenizerKind tokenizer = TokenizerKind::kChar;
+  std::string tokenizer_model;
+  int64_t vocab_size = 1024;
+  SentencePieceModel model_type = SentencePieceModel::kBpe;
+  double character_coverage = 1.0;
+  bool byte_fallback = true;
+  std::vector<std::string> user_defined_symbols;
+  Sampling sampling = Sampling::kRandom;
+  std::string cache_dir;  // empty: cache/<config name> in the working directory
 };
 
 struct TrainConfig {
@@ -44,17 +70,13 @@ struct TrainConfig {
   double beta1 = 0.9;
   double beta2 = 0.99;
   double weight_decay = 0.1;
-  double grad_clip = 1.0;  // 0 = off
+  double grad_clip = 1.0;
   int64_t eval_interval = 250;
   int64_t eval_iters = 20;
   int64_t log_interval = 10;
   int64_t seed = 1337;
-  // float32 | bfloat16: the precision of the forward and backward matmuls (autocast);
-  // weights, optimizer state and the loss stay float32.
-  std::string dtype = "float32";
-  // cpu | cuda | cuda:N: where the model, batches and optimizer state live.
+  Dtype dtype = Dtype::kFloat32;
   std::string device = "cpu";
-  // How long a rank waits for the others (start-up, every collective) before it gives up.
   double dist_timeout_s = 60.0;
 };
 
@@ -66,7 +88,7 @@ struct SampleConfig {
   double top_p = 1.0;
   int64_t num_samples = 1;
   int64_t seed = 1337;
-  std::string stop;  // a sample ends after the first occurrence of this text; empty = never
+  std::string stop;
 };
 
 // A bound against typos (a sample this long is megabytes of text).
@@ -91,8 +113,15 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& override
 // The resolved config as a TOML document (every key, defaults included).
 std::string to_toml(const RunConfig& config);
 
+// Every key of a run, "section.key", in the order of the TOML files.
+const std::vector<ConfigKey<RunConfig>>& run_keys();
+
 // All valid keys, "section.key".
 std::vector<std::string> config_keys();
+
+// The Markdown table of every key (name, default, accepted values, meaning) that
+// docs/CONFIG.md holds; `tinylm keys` prints it.
+std::string config_key_table();
 
 // The key in `candidates` closest to `key` by edit distance (empty if none is close).
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates);

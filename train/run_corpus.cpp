@@ -8,7 +8,8 @@
 
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
-#include "data/fingerprint.h"
+#include "data/io/files.h"
+#include "data/io/fingerprint.h"
 #include "data/induction_corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/token_cache.h"
@@ -27,12 +28,12 @@ std::vector<fs::path> val_files(const DataConfig& d) {
 // Everything in [data] that shapes the tokens, apart from the corpus text.
 uint64_t recipe_fingerprint(const DataConfig& d) {
   Fingerprint f;
-  f.add_field(d.tokenizer);
-  if (d.tokenizer == "sentencepiece") {
+  f.add_field(name_of(d.tokenizer));  // the names, as before enums: caches stay valid
+  if (d.tokenizer == TokenizerKind::kSentencePiece) {
     if (!d.tokenizer_model.empty()) {
       f.add_field("model " + to_hex(fingerprint_files({d.tokenizer_model})));
     } else {
-      f.add_field(d.model_type).add_field(std::to_string(d.vocab_size));
+      f.add_field(name_of(d.model_type)).add_field(std::to_string(d.vocab_size));
       f.add_field(std::to_string(d.character_coverage)).add_field(d.byte_fallback ? "1" : "0");
       for (const std::string& s : d.user_defined_symbols) f.add_field(s);
     }
@@ -64,7 +65,7 @@ std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d, const std::vecto
   const uint64_t limit =
       d.val_path.empty() ? static_cast<uint64_t>(d.train_fraction * static_cast<double>(total)) : total;
   SentencePieceTraining options;
-  options.model_type = d.model_type;
+  options.model_type = name_of(d.model_type);
   options.vocab_size = d.vocab_size;
   options.character_coverage = d.character_coverage;
   options.byte_fallback = d.byte_fallback;
@@ -88,7 +89,7 @@ std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d, const std::vecto
     return true;
   };
   const auto start = std::chrono::steady_clock::now();
-  spdlog::info("training a SentencePiece {} tokenizer of {} pieces on {:.1f} MB of {}", d.model_type,
+  spdlog::info("training a SentencePiece {} tokenizer of {} pieces on {:.1f} MB of {}", name_of(d.model_type),
                d.vocab_size, static_cast<double>(limit) / 1e6, d.path);
   auto tokenizer = train_sentencepiece(options, next_line, d.path);
   spdlog::info("tokenizer trained in {:.1f} s",
@@ -97,8 +98,8 @@ std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d, const std::vecto
 }
 
 std::unique_ptr<Tokenizer> make_tokenizer(const DataConfig& d) {
-  if (d.tokenizer == "byte") return make_byte_tokenizer();
-  if (d.tokenizer == "char") {
+  if (d.tokenizer == TokenizerKind::kByte) return make_byte_tokenizer();
+  if (d.tokenizer == TokenizerKind::kChar) {
     std::vector<fs::path> files = corpus_files(d.path);
     for (const fs::path& f : val_files(d)) files.push_back(f);
     return char_tokenizer_of(files);
@@ -112,7 +113,7 @@ RunData synthetic_data(const RunConfig& config, std::shared_ptr<const Tokenizer>
   const std::string text =
       induction_corpus(config.data.synthetic_size, static_cast<uint64_t>(config.train.seed));
   if (!tokenizer) {
-    tokenizer = config.data.tokenizer == "byte"
+    tokenizer = config.data.tokenizer == TokenizerKind::kByte
                     ? std::shared_ptr<const Tokenizer>(make_byte_tokenizer())
                     : std::make_shared<CharTokenizer>(CharTokenizer::from_text(text));
   }
@@ -128,7 +129,7 @@ RunData synthetic_data(const RunConfig& config, std::shared_ptr<const Tokenizer>
 }  // namespace
 
 std::string describe_corpus(const RunConfig& config) {
-  if (config.data.source == "induction") {
+  if (config.data.source == DataSource::kInduction) {
     return "the synthetic induction corpus (" + std::to_string(config.data.synthetic_size) +
            " characters, seed " + std::to_string(config.train.seed) + ")";
   }
@@ -136,7 +137,7 @@ std::string describe_corpus(const RunConfig& config) {
 }
 
 RunData load_run_data(const RunConfig& config, const RunDataOptions& options) {
-  if (config.data.source == "induction") return synthetic_data(config, options.tokenizer);
+  if (config.data.source == DataSource::kInduction) return synthetic_data(config, options.tokenizer);
   if (config.data.cache_dir.empty()) {
     throw std::invalid_argument("data.cache_dir is not set: tinylm needs a directory for token files");
   }

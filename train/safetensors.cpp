@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/corpus.h"
-#include "data/atomic_file.h"
+#include "data/io/files.h"
+#include "data/io/atomic_file.h"
 
 namespace tinylm {
 namespace {

@@ -82,7 +82,7 @@ StepResult train_step(GPT& model, AdamW& optimizer, const TrainConfig& config, d
     const torch::Tensor y = all_y.narrow(0, begin, rows).to(device, /*non_blocking=*/true);
     torch::Tensor loss;
     {
-      Autocast autocast(config.dtype == "bfloat16", device);
+      Autocast autocast(config.dtype == Dtype::kBfloat16, device);
       // Weighted by the micro-batch's share of the slice; share / rows is G for equal parts.
       loss = next_token_loss(model->forward(x), y).to(torch::kFloat32) /
              (static_cast<double>(share) / static_cast<double>(rows));

@@ -14,9 +14,9 @@
 #include <spdlog/spdlog.h>
 
 #include "data/batches.h"
-#include "data/fingerprint.h"
+#include "data/io/fingerprint.h"
 #include "model/gpt.h"
-#include "model/induction_probe.h"
+#include "model/analysis/induction_probe.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
@@ -169,211 +169,258 @@ void seed_dropout(const torch::Device& device, int64_t seed, int64_t step, int r
   generator.set_current_seed(f.value());
 }
 
-}  // namespace
+// The generators of one run, seeded apart from train.seed.
+struct Generators {
+  explicit Generators(int64_t seed)
+      : init(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed))),
+        train(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) + 1)),
+        eval(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) + 2)),
+        probe(at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed) + 3)) {}
+  torch::Generator init, train, eval, probe;
+};
 
-TrainResult train(const RunConfig& run_config, const TrainOptions& options) {
-  RunConfig config = run_config;
-  const TrainConfig& t = config.train;
-  const fs::path& out = options.out_dir;
-  RankGroup* const group = options.group;
-  const bool writer = group == nullptr || group->rank() == 0;  // writes the run directory
-  const int rank = group ? group->rank() : 0, world = group ? group->size() : 1;
+// One training run, as named steps: start (refuse or agree), make the model, restore, then
+// for each step: evaluate and checkpoint when due, train a step, log it.
+class Trainer {
+ public:
+  Trainer(const RunConfig& config, const TrainOptions& options);
+  TrainResult run();
 
-  // Everything that can refuse to start, on every rank; with a group the ranks then agree,
-  // so that one rank's reason stops them all at once.
-  std::optional<TrainingData> loaded;
-  std::string startup_error;
-  try {
-    check_batch_splits(t, world);
-    if (writer && !options.resume && fs::exists(out) && !fs::is_empty(out)) {
-      throw std::runtime_error("run directory " + out.string() +
-                               " already exists; pass --resume to continue it or --out to choose "
-                               "another");
-    }
-    if (options.resume && !fs::is_regular_file(out / "state.json")) {
-      throw std::runtime_error("cannot resume: " + out.string() +
-                               " is not a tinylm run directory (no state.json)" +
-                               (writer ? "" : "; every rank reads the checkpoint, so the run "
-                                              "directory must be at the same path on every machine"));
-    }
-    loaded.emplace(load_training_data(config, options.resume ? &out : nullptr, options.progress && writer));
-  } catch (const std::exception& e) {
-    if (!group) throw;
-    startup_error = e.what();
-  }
-  if (group) {
-    const auto facts = loaded ? startup_facts(config, *loaded, options.build_id)
-                              : std::vector<std::pair<std::string, std::string>>{};
-    group->agree("config", facts, startup_error);
-    Fingerprint hash;
-    for (const auto& [key, value] : facts) hash.add_field(key).add_field(value);
-    spdlog::info("all {} ranks run {} with the same config and data (hash {})", world,
-                 options.build_id, to_hex(hash.value()));
-  }
-  const TrainingData& data = *loaded;
-  const Tokenizer& tokenizer = *data.tokenizer;
-  config.model.vocab_size = tokenizer.vocab_size();
-  const torch::Device device = options.device.value_or(torch::Device(t.device));
+ private:
+  TrainingData start();
+  void restore();
+  void evaluate_and_checkpoint(int64_t step);
+  StepResult train_one_step(int64_t step);
+  void log_step(int64_t step, const StepResult& result, double seconds);
+  void checkpoint(const fs::path& dir);
+  TrainResult finish();
 
-  // Model, optimizer and every source of randomness, seeded apart.
-  torch::manual_seed(static_cast<uint64_t>(t.seed));
-  auto init_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed));
-  auto train_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
-  auto eval_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 2);
-  auto probe_rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 3);
+  RunConfig config_;
+  const TrainConfig& t_ = config_.train;
+  const TrainOptions& options_;
+  const fs::path& out_ = options_.out_dir;
+  RankGroup* const group_ = options_.group;
+  const int rank_ = group_ ? group_->rank() : 0, world_ = group_ ? group_->size() : 1;
+  const bool writer_ = rank_ == 0;  // writes the run directory
+  const TrainingData data_ = start();
+  const torch::Device device_ = options_.device.value_or(torch::Device(t_.device));
+  Generators rng_{t_.seed};
+  torch::Tensor probe_;  // the induction probe, recorded at every eval; undefined without it
+  GPT model_{nullptr};
+  std::optional<AdamW> optimizer_;
+  TrainingState state_;
+  std::optional<EpochSampler> epochs_;
+  std::optional<MetricsLog> metrics_;
+  ProgressLine progress_{options_.progress && writer_};
+  Clock::time_point started_;
+  int64_t first_step_ = 0;
+  double val_loss_ = std::nan("");  // the last estimate of this call
+  double step_seconds_avg_ = 0.0;   // moving average, for the ETA
+};
+
+Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
+    : config_(config), options_(options) {
+  config_.model.vocab_size = data_.tokenizer->vocab_size();
+  torch::manual_seed(static_cast<uint64_t>(t_.seed));
   // The probe needs R >= 2 (block_size >= 4); smaller models train without it. Its analyses
   // read activations on the CPU, so a model elsewhere trains without it too; rank 0 alone
   // runs it, for the log.
-  const bool with_probe = probe_half_length(config.model) >= 2 && device.is_cpu() && writer;
-  const torch::Tensor probe =
-      with_probe ? repeated_random_tokens(kTrainingProbes, probe_half_length(config.model),
-                                          tokenizer.vocab_size(), probe_rng)
-                 : torch::Tensor();
-  GPT model(config.model);
-  model->init_weights(init_rng);
-  model->to(device);
-  model->train();
-  AdamW optimizer(model, t);
-
-  TrainingState state;
-  if (options.resume) {
-    state = load_training_state(out);
-    load_weights(out / "model.safetensors", model);
-    load_optimizer(out, optimizer, state.step);
-    set_generator_state(train_rng, state.train_rng, (out / "state.json").string());
-    set_generator_state(eval_rng, state.eval_rng, (out / "state.json").string());
-    if (state.threads != torch::get_num_threads() && writer) {
-      spdlog::warn("the checkpoint was written with {} threads and this run uses {}: losses will "
-                   "differ in the last bits from an unbroken run",
-                   state.threads, torch::get_num_threads());
-    }
-    if (state.world_size != world) {
-      spdlog::info("the checkpoint was written by {} rank{} and this run has {}: the data order "
-                   "is the same, so results now match an unbroken run to float tolerance, not "
-                   "bit for bit",
-                   state.world_size, state.world_size == 1 ? "" : "s", world);
-    }
-    spdlog::info("resuming {} at step {} of {}", out.string(), state.step, t.max_iters);
+  if (probe_half_length(config_.model) >= 2 && device_.is_cpu() && writer_) {
+    probe_ = repeated_random_tokens(kTrainingProbes, probe_half_length(config_.model),
+                                    data_.tokenizer->vocab_size(), rng_.probe);
   }
+  model_ = GPT(config_.model);
+  model_->init_weights(rng_.init);
+  model_->to(device_);
+  model_->train();
+  optimizer_.emplace(model_, t_);
+  if (options_.resume) restore();
   // Epoch sampling draws its windows in an order fixed by (seed, epoch); the checkpoint keeps
   // its place in it.
-  std::optional<EpochSampler> epochs;
-  if (config.data.sampling == "epoch") {
-    epochs.emplace(data.train_split.tokens, config.model.block_size, t.batch_size, "train",
-                   static_cast<uint64_t>(t.seed) + 4);
-    if (options.resume) epochs->seek(state.epoch);
+  if (config_.data.sampling == Sampling::kEpoch) {
+    epochs_.emplace(data_.train_split.tokens, config_.model.block_size, t_.batch_size, "train",
+                    static_cast<uint64_t>(t_.seed) + 4);
+    if (options_.resume) epochs_->seek(state_.epoch);
     spdlog::info("epoch sampling: {} windows per epoch, at epoch {} window {}",
-                 epochs->windows_per_epoch(), epochs->position().epoch, epochs->position().position);
+                 epochs_->windows_per_epoch(), epochs_->position().epoch, epochs_->position().position);
   }
-  std::optional<MetricsLog> metrics;
-  if (writer) {
-    fs::create_directories(out);
-    metrics.emplace(out / "metrics.jsonl", state.metrics_bytes, options.resume);
+  if (writer_) {
+    fs::create_directories(out_);
+    metrics_.emplace(out_ / "metrics.jsonl", state_.metrics_bytes, options_.resume);
   }
   spdlog::info("model: {:.2f}M parameters ({} layers, {} heads, n_embd {}, block {}, {} positions)",
-               static_cast<double>(model->num_parameters()) / 1e6, config.model.n_layer,
-               config.model.n_head, config.model.n_embd, config.model.block_size,
-               config.model.pos_encoding);
+               static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer,
+               config_.model.n_head, config_.model.n_embd, config_.model.block_size,
+               name_of(config_.model.pos_encoding));
+}
 
-  const auto checkpoint = [&](const fs::path& dir) {
-    if (!writer) return;
-    state.metrics_bytes = metrics->bytes();
-    state.threads = torch::get_num_threads();
-    state.world_size = world;
-    state.train_rng = generator_state(train_rng);
-    state.eval_rng = generator_state(eval_rng);
-    if (epochs) state.epoch = epochs->position();
-    save_checkpoint(dir, config, tokenizer, model, optimizer, state);
-  };
+// Everything that can refuse to start, on every rank; with a group the ranks then agree,
+// so that one rank's reason stops them all at once.
+TrainingData Trainer::start() {
+  std::optional<TrainingData> loaded;
+  std::string startup_error;
+  try {
+    check_batch_splits(t_, world_);
+    if (writer_ && !options_.resume && fs::exists(out_) && !fs::is_empty(out_)) {
+      throw std::runtime_error("run directory " + out_.string() +
+                               " already exists; pass --resume to continue it or --out to choose "
+                               "another");
+    }
+    if (options_.resume && !fs::is_regular_file(out_ / "state.json")) {
+      throw std::runtime_error("cannot resume: " + out_.string() +
+                               " is not a tinylm run directory (no state.json)" +
+                               (writer_ ? "" : "; every rank reads the checkpoint, so the run "
+                                               "directory must be at the same path on every machine"));
+    }
+    loaded.emplace(load_training_data(config_, options_.resume ? &out_ : nullptr, options_.progress && writer_));
+  } catch (const std::exception& e) {
+    if (!group_) throw;
+    startup_error = e.what();
+  }
+  if (group_) {
+    const auto facts = loaded ? startup_facts(config_, *loaded, options_.build_id)
+                              : std::vector<std::pair<std::string, std::string>>{};
+    group_->agree("config", facts, startup_error);
+    Fingerprint hash;
+    for (const auto& [key, value] : facts) hash.add_field(key).add_field(value);
+    spdlog::info("all {} ranks run {} with the same config and data (hash {})", world_,
+                 options_.build_id, to_hex(hash.value()));
+  }
+  return std::move(*loaded);
+}
 
-  const int64_t tokens_per_step = t.batch_size * config.model.block_size * t.gradient_accumulation_steps;
-  const auto start = Clock::now();
-  const int64_t first_step = state.step;
-  double val_loss = std::nan("");
-  double step_seconds_avg = 0.0;  // moving average for the ETA
-  ProgressLine progress(options.progress && writer);
+void Trainer::restore() {
+  state_ = load_training_state(out_);
+  const int64_t model_step = load_weights(out_ / "model.safetensors", model_);
+  load_optimizer(out_, *optimizer_, state_.step, model_step);
+  set_generator_state(rng_.train, state_.train_rng, (out_ / "state.json").string());
+  set_generator_state(rng_.eval, state_.eval_rng, (out_ / "state.json").string());
+  if (state_.threads != torch::get_num_threads() && writer_) {
+    spdlog::warn("the checkpoint was written with {} threads and this run uses {}: losses will "
+                 "differ in the last bits from an unbroken run",
+                 state_.threads, torch::get_num_threads());
+  }
+  if (state_.world_size != world_) {
+    spdlog::info("the checkpoint was written by {} rank{} and this run has {}: the data order "
+                 "is the same, so results now match an unbroken run to float tolerance, not "
+                 "bit for bit",
+                 state_.world_size, state_.world_size == 1 ? "" : "s", world_);
+  }
+  spdlog::info("resuming {} at step {} of {}", out_.string(), state_.step, t_.max_iters);
+}
 
+void Trainer::checkpoint(const fs::path& dir) {
+  if (!writer_) return;
+  state_.metrics_bytes = metrics_->bytes();
+  state_.threads = torch::get_num_threads();
+  state_.world_size = world_;
+  state_.train_rng = generator_state(rng_.train);
+  state_.eval_rng = generator_state(rng_.eval);
+  if (epochs_) state_.epoch = epochs_->position();
+  save_checkpoint(dir, config_, *data_.tokenizer, model_, *optimizer_, state_);
+}
+
+void Trainer::evaluate_and_checkpoint(int64_t step) {
+  const auto t_eval = Clock::now();
+  const double train_loss = estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, group_);
+  val_loss_ = estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, group_);
+  progress_.clear();
+  const double train_bpb = bits_per_byte(train_loss, data_.train_split.tokens_per_byte());
+  const double val_bpb = bits_per_byte(val_loss_, data_.val_split.tokens_per_byte());
+  spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.4f} bits/byte) ({:.2f} s)",
+               step, train_loss, val_loss_, val_bpb, seconds_since(t_eval));
+  json record = {{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
+                 {"val_loss", val_loss_}, {"train_bpb", train_bpb}, {"val_bpb", val_bpb},
+                 {"lr", learning_rate_at(step, t_)}, {"elapsed_s", seconds_since(started_)}};
+  if (probe_.defined()) {
+    const json heads = probe_record(model_, probe_);
+    spdlog::info("  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
+                 "head {}, top induction head {}",
+                 heads["loss_second_half"].get<double>(), heads["loss_first_half"].get<double>(),
+                 top_head(heads["previous_token"]), top_head(heads["induction"]));
+    record["probe"] = heads;
+  }
+  if (metrics_) metrics_->write(record);
+  state_.last_eval_step = step;
+  const bool improved = val_loss_ < state_.best_val_loss;
+  if (improved) state_.best_val_loss = val_loss_;
+  checkpoint(out_);
+  if (improved) checkpoint(out_ / "best");
+}
+
+StepResult Trainer::train_one_step(int64_t step) {
+  seed_dropout(device_, t_.seed, step, rank_);
+  const bool stop_wanted = options_.stop_requested && options_.stop_requested->load();
+  const auto next_batch = [&] { return epochs_ ? epochs_->next() : data_.train.sample(rng_.train); };
+  return train_step(model_, *optimizer_, t_, learning_rate_at(step, t_), next_batch, group_, stop_wanted);
+}
+
+void Trainer::log_step(int64_t step, const StepResult& result, double seconds) {
+  const double tokens = static_cast<double>(t_.batch_size * config_.model.block_size *
+                                            t_.gradient_accumulation_steps);
+  step_seconds_avg_ = step == first_step_ ? seconds : 0.9 * step_seconds_avg_ + 0.1 * seconds;
+  if (step % t_.log_interval == 0) {
+    const double lr = learning_rate_at(step, t_);
+    progress_.clear();
+    spdlog::info("step {}: loss {:.4f}, lr {:.2e}, {:.1f} ms/iter, {:.0f} tok/s, grad norm {:.3f}",
+                 step, result.loss, lr, seconds * 1e3, tokens / seconds, result.grad_norm);
+    if (metrics_) {
+      metrics_->write({{"kind", "train"}, {"step", step}, {"loss", result.loss}, {"lr", lr},
+                       {"grad_norm", result.grad_norm}, {"ms_per_iter", seconds * 1e3},
+                       {"tokens_per_s", tokens / seconds}, {"elapsed_s", seconds_since(started_)}});
+    }
+  }
+  progress_.update(step + 1, t_.max_iters, result.loss, tokens / step_seconds_avg_,
+                   step_seconds_avg_ * static_cast<double>(t_.max_iters - step - 1));
+}
+
+TrainResult Trainer::run() {
+  started_ = Clock::now();
+  first_step_ = state_.step;
   while (true) {
-    const int64_t step = state.step;
-    if ((step % t.eval_interval == 0 || step == t.max_iters) && state.last_eval_step != step) {
-      const auto t_eval = Clock::now();
-      const double train_loss = estimate_loss(model, data.train, t.eval_iters, eval_rng, group);
-      val_loss = estimate_loss(model, data.val, t.eval_iters, eval_rng, group);
-      const json heads = probe.defined() ? probe_record(model, probe) : json();
-      progress.clear();
-      const double train_bpb = bits_per_byte(train_loss, data.train_split.tokens_per_byte());
-      const double val_bpb = bits_per_byte(val_loss, data.val_split.tokens_per_byte());
-      spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.4f} bits/byte) ({:.2f} s)",
-                   step, train_loss, val_loss, val_bpb, seconds_since(t_eval));
-      json record = {{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
-                     {"val_loss", val_loss}, {"train_bpb", train_bpb}, {"val_bpb", val_bpb},
-                     {"lr", learning_rate_at(step, t)}, {"elapsed_s", seconds_since(start)}};
-      if (probe.defined()) {
-        spdlog::info("  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
-                     "head {}, top induction head {}",
-                     heads["loss_second_half"].get<double>(), heads["loss_first_half"].get<double>(),
-                     top_head(heads["previous_token"]), top_head(heads["induction"]));
-        record["probe"] = heads;
-      }
-      if (metrics) metrics->write(record);
-      state.last_eval_step = step;
-      const bool improved = val_loss < state.best_val_loss;
-      if (improved) state.best_val_loss = val_loss;
-      checkpoint(out);
-      if (improved) checkpoint(out / "best");
-    }
-    if (step >= t.max_iters) break;
-
+    const int64_t step = state_.step;
+    const bool eval_due = step % t_.eval_interval == 0 || step == t_.max_iters;
+    if (eval_due && state_.last_eval_step != step) evaluate_and_checkpoint(step);
+    if (step >= t_.max_iters) return finish();
     const auto t_step = Clock::now();
-    const double lr = learning_rate_at(step, t);
-    seed_dropout(device, t.seed, step, rank);
-    const bool stop_wanted = options.stop_requested && options.stop_requested->load();
-    const StepResult result = train_step(
-        model, optimizer, t, lr, [&] { return epochs ? epochs->next() : data.train.sample(train_rng); },
-        group, stop_wanted);
-    const double loss_sum = result.loss, grad_norm = result.grad_norm;
-    state.step = step + 1;
-    const double dt = seconds_since(t_step);
-    step_seconds_avg = step == first_step ? dt : 0.9 * step_seconds_avg + 0.1 * dt;
-
-    if (step % t.log_interval == 0) {
-      progress.clear();
-      spdlog::info("step {}: loss {:.4f}, lr {:.2e}, {:.1f} ms/iter, {:.0f} tok/s, grad norm {:.3f}",
-                   step, loss_sum, lr, dt * 1e3, tokens_per_step / dt, grad_norm);
-      if (metrics) {
-        metrics->write({{"kind", "train"}, {"step", step}, {"loss", loss_sum}, {"lr", lr},
-                        {"grad_norm", grad_norm}, {"ms_per_iter", dt * 1e3},
-                        {"tokens_per_s", tokens_per_step / dt}, {"elapsed_s", seconds_since(start)}});
-      }
-    }
-    progress.update(state.step, t.max_iters, loss_sum, tokens_per_step / step_seconds_avg,
-                    step_seconds_avg * static_cast<double>(t.max_iters - state.step));
-    if (options.on_step) options.on_step(state.step);
+    const StepResult result = train_one_step(step);
+    state_.step = step + 1;
+    log_step(step, result, seconds_since(t_step));
+    if (options_.on_step) options_.on_step(state_.step);
     // One process stops as soon as asked; ranks when the all-reduce has told them all, so
     // that they stop after the same step.
-    const bool stop = group ? result.stop : options.stop_requested && options.stop_requested->load();
+    const bool stop = group_ ? result.stop : options_.stop_requested && options_.stop_requested->load();
     if (stop) {
-      progress.clear();
-      checkpoint(out);
-      if (writer) {
+      progress_.clear();
+      checkpoint(out_);
+      if (writer_) {
         spdlog::warn("interrupted: checkpoint at step {} written to {}; continue with --resume",
-                     state.step, out.string());
+                     state_.step, out_.string());
       }
-      return {TrainOutcome::kInterrupted, state.step, val_loss};
+      return {TrainOutcome::kInterrupted, state_.step, val_loss_};
     }
   }
-  progress.clear();
-  const double elapsed = seconds_since(start);
-  const int64_t steps = state.step - first_step;
+}
+
+TrainResult Trainer::finish() {
+  progress_.clear();
+  const double elapsed = seconds_since(started_);
+  const int64_t steps = state_.step - first_step_;
   if (steps == 0) {
     spdlog::info("nothing to train: {} is at step {} of {} (raise --train.max_iters to go on)",
-                 out.string(), state.step, t.max_iters);
-    return {TrainOutcome::kFinished, state.step, state.best_val_loss};
+                 out_.string(), state_.step, t_.max_iters);
+  } else {
+    spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
+                 steps, elapsed, elapsed * 1e3 / static_cast<double>(steps), val_loss_,
+                 state_.best_val_loss, out_.string());
   }
-  spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
-               steps, elapsed, elapsed * 1e3 / static_cast<double>(steps), val_loss,
-               state.best_val_loss, out.string());
-  return {TrainOutcome::kFinished, state.step, val_loss};
+  return {TrainOutcome::kFinished, state_.step, val_loss_};
+}
+
+}  // namespace
+
+TrainResult train(const RunConfig& config, const TrainOptions& options) {
+  return Trainer(config, options).run();
 }
 
 }  // namespace tinylm

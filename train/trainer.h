@@ -35,7 +35,7 @@ struct TrainOptions {
   std::optional<torch::Device> device;
 };
 
-// Sequences in the induction probe scored at every eval (model/induction_probe.h).
+// Sequences in the induction probe scored at every eval (model/analysis/induction_probe.h).
 inline constexpr int64_t kTrainingProbes = 4;
 
 enum class TrainOutcome { kFinished, kInterrupted };
@@ -43,7 +43,7 @@ enum class TrainOutcome { kFinished, kInterrupted };
 struct TrainResult {
   TrainOutcome outcome = TrainOutcome::kFinished;
   int64_t step = 0;
-  double val_loss = 0.0;  // the last estimate
+  double val_loss = 0.0;  // the last val estimate this call made; NaN when it made none
 };
 
 // `config` is the run's config; on resume it must be the one in out_dir/config.toml

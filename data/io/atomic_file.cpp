@@ -1,0 +1,74 @@
+#include "data/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace tinylm {
+
+AtomicFileWriter::AtomicFileWriter(std::filesystem::path path)
+    : path_(std::move(path)), tmp_(path_.string() + ".tmp-" + std::to_string(::getpid())) {
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail("write");
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::fail(const char* what) {
+  const int error = errno;
+  std::string reason = std::strerror(error);
+  if (error == ENOSPC || error == EFBIG || error == EDQUOT) {
+    reason += "; nothing was written under this name, free some space and run again";
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  ::unlink(tmp_.c_str());
+  tmp_.clear();
+  throw std::runtime_error(std::string("cannot ") + what + " " + path_.string() + ": " + reason);
+}
+
+void AtomicFileWriter::write_at(uint64_t offset, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write");
+    }
+    done += static_cast<size_t>(n);
+  }
+  size_ = std::max<uint64_t>(size_, offset + bytes.size());
+}
+
+void AtomicFileWriter::write(std::string_view bytes) { write_at(size_, bytes); }
+
+void AtomicFileWriter::truncate(uint64_t size) {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) fail("truncate");
+  size_ = size;
+}
+
+void AtomicFileWriter::commit() {
+  if (::fsync(fd_) != 0) fail("flush");
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) fail("close");
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename into place");
+  tmp_.clear();
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+  AtomicFileWriter file(path);
+  file.write(bytes);
+  file.commit();
+}
+
+}  // namespace tinylm

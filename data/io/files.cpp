@@ -1,0 +1,38 @@
+#include "data/io/files.h"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "data/io/fingerprint.h"
+
+namespace tinylm {
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path.string());
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw std::runtime_error("cannot read " + path.string());
+  return buffer.str();
+}
+
+uint64_t fingerprint_files(const std::vector<fs::path>& files) {
+  Fingerprint fingerprint;
+  std::string buffer(size_t{1} << 20, '\0');
+  for (const fs::path& file : files) {
+    fingerprint.add_field(file.filename().string());
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open " + file.string());
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      fingerprint.add(std::string_view(buffer.data(), static_cast<size_t>(in.gcount())));
+    }
+    if (in.bad()) throw std::runtime_error("cannot read " + file.string());
+    fingerprint.add("\n--\n");
+  }
+  return fingerprint.value();
+}
+
+}  // namespace tinylm

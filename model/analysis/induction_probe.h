@@ -1,0 +1,40 @@
+#pragma once
+// The induction probe: R random tokens repeated twice. A model with induction heads
+// predicts the second copy from the first, so its loss on the second half falls far below
+// the first half's. The halves' losses: the first half is the predictions of tokens 1..R-1
+// (from positions 0..R-2); the second half is those of tokens R+1..2R-1 (from positions
+// R..2R-2). Token R, the start of the repeat, is in neither: nothing announces it.
+
+#include <cstdint>
+
+#include <torch/torch.h>
+
+#include "model/gpt.h"
+#include "model/analysis/head_scores.h"
+
+namespace tinylm {
+
+// (count, 2R) int64. The R tokens of a row are distinct when R <= vocab (so the only
+// repeats are the planted ones, as with a large vocabulary), else drawn with replacement.
+torch::Tensor repeated_random_tokens(int64_t count, int64_t R, int64_t vocab,
+                                     torch::Generator& generator);
+
+struct ProbeLosses {
+  double first_half = 0.0;   // mean nats
+  double second_half = 0.0;  // the induction loss
+};
+
+// The halves' mean losses of the model on the probe (count, 2R).
+ProbeLosses probe_losses(GPT& model, const torch::Tensor& probe);
+
+struct ProbeResult {
+  HeadScores scores;  // induction counts rows of the second half only
+  ProbeLosses losses;
+};
+
+ProbeResult run_induction_probe(GPT& model, const torch::Tensor& probe);
+
+// R for a model: block_size / 2, so the probe fills one context.
+inline int64_t probe_half_length(const ModelConfig& config) { return config.block_size / 2; }
+
+}  // namespace tinylm

@@ -1,0 +1,91 @@
+#include "model/analysis/priors.h"
+
+#include "model/attention.h"
+#include "model/analysis/head_scores.h"
+
+namespace tinylm {
+namespace {
+
+struct HeadProjections {
+  torch::Tensor q, k, v;  // (nh, N, hs) each
+};
+
+// q, k, v of every head for the rows of x (N, C), taken through the block's ln_1 and c_attn;
+// with grouped-query attention each head gets its group's k and v.
+HeadProjections project(Block& block, const torch::Tensor& x) {
+  CausalSelfAttention& attn = block->attn;
+  const auto h = attn->project(block->ln_1(x).unsqueeze(0));  // (1, n, N, hs) each
+  return {h.q[0], attn->expand_kv(h.k)[0], attn->expand_kv(h.v)[0]};
+}
+
+}  // namespace
+
+Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
+  torch::NoGradGuard no_grad;
+  const ModelConfig& c = model->config();
+  const int64_t L = c.n_layer, nh = c.n_head, hs = c.head_size(), V = c.vocab_size;
+  const int64_t P = std::min(c.block_size, max_positions);
+  const torch::Tensor embedding = model->transformer->wte->weight;  // (V, C)
+  const torch::Tensor positions = model->positions(P);              // (P, C) or undefined
+  // W_U with ln_f folded in: centring (LayerNorm only) and ln_f's weight, (C, V).
+  const torch::Tensor centre =
+      model->transformer->ln_f->centres()
+          ? torch::eye(c.n_embd) - 1.0 / static_cast<double>(c.n_embd)
+          : torch::eye(c.n_embd);
+  const torch::Tensor unembed =
+      centre.matmul(torch::diag(model->transformer->ln_f->weight)).matmul(model->unembedding().t());
+
+  std::vector<torch::Tensor> pos_scores, tok_scores, copying, top1;
+  for (int64_t l = 0; l < L; ++l) {
+    Block& block = model->transformer->h[l];
+    if (positions.defined()) {
+      const HeadProjections p = project(block, positions);
+      pos_scores.push_back(attention_scores(p.q, p.k, /*causal=*/true));  // (nh, P, P)
+    } else if (block->attn->rotary()) {
+      // Rotary positions: no content (x = 0, so q and k come from the biases), then rotated.
+      const HeadProjections p = project(block, torch::zeros({P, c.n_embd}));
+      const RopeTables& rope = block->attn->rope();
+      pos_scores.push_back(attention_scores(apply_rope(p.q, rope), apply_rope(p.k, rope), true));
+    }
+    const HeadProjections e = project(block, embedding);
+    if (V <= max_vocab) tok_scores.push_back(attention_scores(e.q, e.k, /*causal=*/false));
+    const torch::Tensor w_o = block->attn->c_proj->weight;  // (C, C): columns are heads' slots
+    std::vector<float> layer_copying, layer_top1;
+    for (int64_t h = 0; h < nh; ++h) {
+      const torch::Tensor f = e.v[h].to(torch::kFloat64);  // (V, hs)
+      const torch::Tensor g =
+          w_o.slice(1, h * hs, (h + 1) * hs).t().matmul(unembed).to(torch::kFloat64);  // (hs, V)
+      // M = f g has the nonzero eigenvalues of the small g f (hs x hs), and trace(M) = trace(g f).
+      const torch::Tensor small = g.matmul(f);
+      const double abs_sum = torch::linalg::eigvals(small).abs().sum().item<double>();
+      layer_copying.push_back(abs_sum > 0 ? small.trace().item<double>() / abs_sum : 0.0);
+      int64_t own_top = 0;
+      for (int64_t start = 0; start < V; start += 1024) {  // M by blocks of rows
+        const int64_t end = std::min(V, start + 1024);
+        const torch::Tensor best = f.slice(0, start, end).matmul(g).argmax(1);  // (rows,)
+        own_top += (best == torch::arange(start, end, torch::kInt64)).sum().item<int64_t>();
+      }
+      layer_top1.push_back(static_cast<float>(own_top) / static_cast<float>(V));
+    }
+    copying.push_back(torch::tensor(layer_copying));
+    top1.push_back(torch::tensor(layer_top1));
+  }
+  Priors priors;
+  if (!pos_scores.empty()) {
+    priors.position_scores = torch::stack(pos_scores);                  // (L, nh, P, P)
+    priors.position_pattern = torch::softmax(priors.position_scores, -1);
+    const torch::Tensor target = target_matrix("previous_token", torch::zeros({1, P}, torch::kInt64));
+    std::vector<torch::Tensor> prev;
+    for (int64_t l = 0; l < L; ++l) {
+      const ScoreSum s = score_sum(priors.position_pattern[l].unsqueeze(0), target);
+      prev.push_back(s.sum / static_cast<double>(s.rows));
+    }
+    priors.position_previous_token = torch::stack(prev);  // (L, nh)
+  }
+  if (!tok_scores.empty()) priors.token_scores = torch::stack(tok_scores);
+  priors.ov_copying = torch::stack(copying);
+  priors.ov_top1 = torch::stack(top1);
+  return priors;
+}
+
+}  // namespace tinylm

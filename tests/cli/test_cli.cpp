@@ -1,0 +1,397 @@
+// The `tinylm` command as a user meets it: outputs, exit codes, and an error for every bad input.
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "data/io/files.h"
+#include "test_util.h"
+
+namespace tinylm {
+namespace {
+
+using test::run_tinylm;
+using test::TempDir;
+
+class Cli : public ::testing::Test {
+ protected:
+  // One trained run shared by the tests that only read it.
+  static void SetUpTestSuite() {
+    dir_ = new TempDir;
+    const auto config = test::write_tiny_config(dir_->path(), test::shakespeare());
+    const auto result = run_tinylm("train " + config.string() + " --out " + run().string());
+    ASSERT_EQ(result.exit_code, 0) << result.output;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::filesystem::path run() { return dir_->path() / "run"; }
+
+  // A copy of the shared run that a test may damage.
+  static std::filesystem::path copy_of_run(const TempDir& into) {
+    std::filesystem::copy(run(), into / "run", std::filesystem::copy_options::recursive);
+    return into / "run";
+  }
+
+  static TempDir* dir_;
+};
+TempDir* Cli::dir_ = nullptr;
+
+void expect_failure(const test::CommandResult& r, int code, const std::string& message) {
+  EXPECT_EQ(r.exit_code, code) << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos) << "missing \"" << message << "\" in:\n" << r.output;
+  EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, EvalJsonHasTheDocumentedKeys) {
+  const auto r = run_tinylm("eval " + run().string() + " --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["tokens"], 111539);  // the val split, every token after the first
+  EXPECT_NEAR(j["perplexity"].get<double>(), std::exp(j["loss"].get<double>()), 1e-9);
+  // Shakespeare is ASCII and the tokenizer is char: one token, one byte.
+  EXPECT_EQ(j["bytes"], 111540);
+  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["loss"].get<double>() / std::log(2.0), 1e-9);
+  EXPECT_NEAR(j["bits_per_token"].get<double>(), j["loss"].get<double>() / std::log(2.0), 1e-9);
+}
+
+TEST_F(Cli, EvalScoresEveryTokenOnceEvenInAShortLastWindow) {
+  TempDir dir;
+  test::write_text(dir / "t.txt", std::string(40, 'a'));  // block 16: windows of 16, 16, 7
+  const auto r = run_tinylm("eval " + run().string() + " --text " + (dir / "t.txt").string() + " --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(nlohmann::json::parse(r.output)["tokens"], 39);
+}
+
+TEST_F(Cli, SampleIsReproducibleAndStartsWithThePrompt) {
+  const std::string args = "sample " + run().string() + " --prompt ROMEO: --max-new-tokens 30 --seed 5";
+  const auto a = run_tinylm(args, false), b = run_tinylm(args, false);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_EQ(a.output.rfind("ROMEO:", 0), 0u);
+  EXPECT_GE(a.output.size(), 36u);
+}
+
+TEST_F(Cli, BadCorpusInputs) {
+  TempDir dir;
+  const auto train_on = [&](const std::string& text) {
+    test::write_text(dir / "corpus.txt", text);
+    std::filesystem::remove_all(dir / "out");
+    return run_tinylm("train " + test::write_tiny_config(dir.path(), dir / "corpus.txt").string() +
+                      " --out " + (dir / "out").string());
+  };
+  expect_failure(run_tinylm("train " + test::write_tiny_config(dir.path(), dir / "absent.txt").string() +
+                            " --out " + (dir / "o1").string()),
+                 1, "corpus not found");
+  expect_failure(train_on(""), 1, "is empty");
+  expect_failure(train_on("abc\xFF"), 1, "byte offset 3");
+  expect_failure(train_on(std::string(100, 'x')), 1, "the val split has 10 tokens, fewer than block_size + 1 = 17");
+}
+
+TEST_F(Cli, BadConfigs) {
+  TempDir dir;
+  const auto train_with = [&](const std::string& toml) {
+    test::write_text(dir / "c.toml", "[data]\npath = \"" + test::shakespeare().string() + "\"\n" + toml);
+    return run_tinylm("train " + (dir / "c.toml").string() + " --out " + (dir / "out").string());
+  };
+  expect_failure(train_with("[model]\nn_layers = 2\n"), 1, "did you mean model.n_layer?");
+  expect_failure(train_with("[model]\nn_head = 2.5\n"), 1, "model.n_head");
+  expect_failure(train_with("[model]\nn_embd = 10\nn_head = 4\n"), 1, "must be divisible by model.n_head");
+  expect_failure(train_with("[train]\nlearning_rate = -1e-3\n"), 1, "train.learning_rate must be > 0");
+  expect_failure(run_tinylm("train " + (dir / "nope.toml").string()), 1, "config file not found");
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  expect_failure(run_tinylm("train " + config.string() + " --train.max_iter=3"), 2, "did you mean train.max_iters?");
+  expect_failure(run_tinylm("train " + config.string() + " --train.learning_rate=-1"), 2,
+                 "train.learning_rate must be > 0");
+}
+
+TEST_F(Cli, RunDirectoryRules) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  expect_failure(run_tinylm("train " + config.string() + " --out " + run().string()), 1,
+                 "already exists; pass --resume");
+  std::filesystem::create_directories(dir / "empty");
+  test::write_text(dir / "empty/x", "x");
+  expect_failure(run_tinylm("train " + config.string() + " --out " + (dir / "empty").string() + " --resume"), 1,
+                 "is not a tinylm run directory");
+  // Resuming a finished run trains nothing and succeeds.
+  const auto copy = copy_of_run(dir);
+  const auto r = run_tinylm("train " + config.string() + " --out " + copy.string() + " --resume");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  // A resumed run keeps its model: changing it is refused before any weight is read.
+  expect_failure(run_tinylm("train " + config.string() + " --out " + copy.string() +
+                            " --resume --model.n_layer=3"),
+                 2, "--model.n_layer=3 would change the model of the run being resumed (its model.n_layer is 2)");
+}
+
+TEST_F(Cli, DamagedRunFiles) {
+  TempDir dir;
+  const auto copy = copy_of_run(dir);
+  std::filesystem::resize_file(copy / "model.safetensors", 3000);
+  expect_failure(run_tinylm("sample " + copy.string()), 1, "model.safetensors is not a valid safetensors file");
+  test::write_text(copy / "config.json", "{\"n_layer\": ");
+  expect_failure(run_tinylm("eval " + copy.string()), 1, "config.json is not valid JSON");
+  expect_failure(run_tinylm("eval " + (dir / "nowhere").string()), 1, "run directory not found");
+}
+
+TEST_F(Cli, BadSampleArguments) {
+  expect_failure(run_tinylm("sample " + run().string() + " --prompt 'hello ~'"), 1,
+                 "character '~' (U+007E) at position 6");
+  expect_failure(run_tinylm("sample " + run().string() + " --max-new-tokens 100000000"), 2,
+                 "--max-new-tokens must be in [1, 100000]");
+  expect_failure(run_tinylm("sample " + run().string() + " --top-p 2"), 2, "--top-p must be in (0, 1]");
+  expect_failure(run_tinylm("sample " + run().string() + " --prompt ''"), 2, "--prompt is empty");
+  expect_failure(run_tinylm("sample"), 2, "run is required");
+  expect_failure(run_tinylm("frobnicate"), 2, "");
+  expect_failure(run_tinylm("eval " + run().string() + " --split test"), 2, "--split");
+}
+
+TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
+  const auto r = run_tinylm("inspect " + run().string() +
+                                " --all --json - --windows 4 --probes 2 --prompt 'ROMEO: hi'", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  const int64_t L = 2, H = 2, T = 9, V = j["model"]["vocab_size"];
+  EXPECT_EQ(j["attention"]["tokens"].size(), static_cast<size_t>(T));
+  const auto& patterns = j["attention"]["patterns"];
+  ASSERT_EQ(patterns.size(), static_cast<size_t>(L));
+  ASSERT_EQ(patterns[1].size(), static_cast<size_t>(H));
+  ASSERT_EQ(patterns[1][1].size(), static_cast<size_t>(T));
+  for (const auto& row : patterns[1][1]) {
+    double sum = 0;
+    for (const auto& x : row) sum += x.get<double>();
+    EXPECT_NEAR(sum, 1.0, T * 0.5e-4);  // 4 decimals each
+  }
+  EXPECT_EQ(patterns[0][0][0][1], 0.0);  // causal
+  for (const char* name : {"previous_token", "self", "first_token", "duplicate_token", "induction", "entropy"}) {
+    EXPECT_EQ(j["heads"]["scores"][name].size(), static_cast<size_t>(L)) << name;
+    EXPECT_EQ(j["heads"]["probe"]["scores"][name][0].size(), static_cast<size_t>(H)) << name;
+  }
+  EXPECT_EQ(j["heads"]["probe"]["length"], 16);  // block_size
+  EXPECT_EQ(j["ablation"]["heads"].size(), static_cast<size_t>(L * H));
+  EXPECT_EQ(j["priors"]["positions"]["patterns"][1][1].size(), 16u);
+  EXPECT_EQ(j["priors"]["tokens"]["scores"][1][1].size(), static_cast<size_t>(V));
+  EXPECT_EQ(j["logit_lens"]["stages"].size(), static_cast<size_t>(L + 1));
+  EXPECT_EQ(j["logit_lens"]["stages"][L]["top"].size(), static_cast<size_t>(T));
+  // The training-time probe scores of metrics.jsonl, one per eval.
+  const auto& evals = j["training"]["probe"];
+  ASSERT_EQ(evals.size(), 3u);  // steps 0, 2, 4
+  EXPECT_EQ(evals[2]["step"], 4);
+  EXPECT_EQ(evals[2]["induction"].size(), static_cast<size_t>(L));
+}
+
+TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  const std::string run = (dir / "run").string();
+  auto r = run_tinylm("train " + config.string() + " --out " + run +
+                      " --model.pos_encoding=rope --model.norm=rmsnorm --model.mlp=swiglu --model.n_kv_head=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Three samples in one batch; within block_size the cache changes nothing.
+  const std::string sample = "sample " + run + " --prompt ROMEO: --max-new-tokens 12 --num-samples 3 --seed 2";
+  const auto cached = run_tinylm(sample, false), uncached = run_tinylm(sample + " --no-cache", false);
+  ASSERT_EQ(cached.exit_code, 0) << cached.output;
+  EXPECT_EQ(cached.output, uncached.output);
+  // --stop with the first character sample 0 draws: sample 0 ends right there, and each
+  // sample ends at its own first occurrence of it (or after 12 tokens).
+  const char stop = cached.output.at(6);
+  const std::string quoted = stop == '\'' ? "\"'\"" : "'" + std::string(1, stop) + "'";
+  r = run_tinylm(sample + " --stop " + quoted, false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string separator = "\n---------------\n";
+  std::vector<std::string> samples;
+  for (size_t from = 0;;) {
+    const size_t at = r.output.find(separator, from);
+    samples.push_back(r.output.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    if (at == std::string::npos) break;
+    from = at + separator.size();
+  }
+  ASSERT_EQ(samples.size(), 3u) << r.output;
+  samples.back().pop_back();  // the final newline
+  EXPECT_EQ(samples[0], "ROMEO:" + std::string(1, stop));
+  for (const std::string& text : samples) {
+    EXPECT_EQ(text.rfind("ROMEO:", 0), 0u) << text;
+    const size_t at = text.find(stop, 6);
+    EXPECT_TRUE(at == std::string::npos || at == text.size() - 1) << "text goes on after the stop: " << text;
+  }
+  const auto log = run_tinylm(sample);
+  EXPECT_NE(log.output.find("36 tokens in"), std::string::npos) << log.output;
+  EXPECT_NE(log.output.find("3 samples in one batch, KV cache on"), std::string::npos) << log.output;
+  // Inspection reads the modern block like the GPT-2 one.
+  r = run_tinylm("inspect " + run + " --all --json - --windows 2 --probes 1 --prompt 'ROMEO: hi'", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["attention"]["patterns"][1].size(), 2u);
+  EXPECT_EQ(j["ablation"]["heads"].size(), 4u);
+  // bench on its config: every figure present and positive.
+  r = run_tinylm("bench " + config.string() +
+                     " --repeats 1 --steps 1 --max-new-tokens 8 --num-samples 2 --json "
+                     "--model.pos_encoding=rope",
+                 false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto b = nlohmann::json::parse(r.output);
+  ASSERT_EQ(b["matmul"].size(), 4u);
+  for (const auto& m : b["matmul"]) EXPECT_GT(m["gflops"].get<double>(), 0.0);
+  EXPECT_GT(b["training"]["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(b["training"]["mfu"].get<double>(), 0.0);
+  ASSERT_EQ(b["sampling"].size(), 4u);
+  for (const auto& s : b["sampling"]) EXPECT_GT(s["tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(b["memory"]["peak_rss_mb"].get<double>(), 0.0);
+}
+
+TEST_F(Cli, AblatingAHeadChangesEvalAndSample) {
+  const auto plain = run_tinylm("eval " + run().string() + " --json", false);
+  const auto ablated = run_tinylm("eval " + run().string() + " --json --ablate 0.1,1.0", false);
+  ASSERT_EQ(ablated.exit_code, 0) << ablated.output;
+  EXPECT_NE(nlohmann::json::parse(plain.output)["loss"], nlohmann::json::parse(ablated.output)["loss"]);
+  // This run has had 4 steps: its heads barely move a sample, so check the ablation is on.
+  const auto sample = run_tinylm("sample " + run().string() + " --max-new-tokens 8 --ablate 0.0,1.1");
+  EXPECT_EQ(sample.exit_code, 0) << sample.output;
+  EXPECT_NE(sample.output.find("ablating heads 0.0, 1.1 (output zeroed at hook_z)"), std::string::npos) << sample.output;
+}
+
+TEST_F(Cli, BadInspectInputs) {
+  const std::string r = run().string();
+  expect_failure(run_tinylm("inspect " + r), 2, "choose a view");
+  expect_failure(run_tinylm("inspect " + r + " --logit-lens"), 2, "--logit-lens needs --prompt");
+  expect_failure(run_tinylm("inspect " + r + " --prompt 'hi ~'"), 1, "character '~' (U+007E) at position 3");
+  const auto longer = run_tinylm("inspect " + r + " --prompt 'ROMEO: and JULIET'");  // 17 > block 16
+  EXPECT_EQ(longer.exit_code, 0) << longer.output;
+  EXPECT_NE(longer.output.find("more than block_size 16: inspected its last 16"), std::string::npos) << longer.output;
+  expect_failure(run_tinylm("inspect " + r + " --heads --json /nonexistent/dir/x.json"), 1,
+                 "cannot write /nonexistent/dir/x.json (--json): directory /nonexistent/dir does not exist");
+  expect_failure(run_tinylm("inspect " + r + " --html " + r), 1, "(--html): it is a directory");
+  expect_failure(run_tinylm("inspect " + r + " --heads --text /nonexistent.txt"), 1, "corpus not found");
+  expect_failure(run_tinylm("eval " + r + " --ablate 2.0"), 1,
+                 "--ablate: head 2.0 is not in this model: layers are 0-1 and heads 0-1");
+  expect_failure(run_tinylm("sample " + r + " --ablate 0.x"), 2, "--ablate: bad head \"0.x\"");
+}
+
+TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 100000);
+  const std::string out = (dir / "run").string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::freopen("/dev/null", "w", stderr);
+    ::execl(test::binary().c_str(), "tinylm", "train", config.c_str(), "--out", out.c_str(), "--threads", "1",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // Wait until training has passed its first checkpoint, then press Ctrl-C.
+  for (int i = 0; i < 600 && !std::filesystem::exists(dir / "run/state.json"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const auto state = nlohmann::json::parse(test::read_text(dir / "run/state.json"));
+  EXPECT_GT(state["step"].get<int64_t>(), 0);
+  EXPECT_LT(state["step"].get<int64_t>(), 100000);
+  // And the run continues from there.
+  const auto r = run_tinylm("train " + config.string() + " --out " + out + " --resume --train.max_iters=" +
+                            std::to_string(state["step"].get<int64_t>() + 2));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
+}
+
+// Runs a shell command line; stdout and stderr together.
+test::CommandResult run_shell(const std::string& command) {
+  return test::run_command("bash -c '" + command + "' 2>&1");
+}
+
+TEST(CliData, SentencePieceRunTrainsSamplesAndEvaluatesInBitsPerByte) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(
+      dir.path(), test::corpora() / "botchan.txt", 4,
+      "tokenizer = \"sentencepiece\"\nvocab_size = 400\nmodel_type = \"unigram\"\n");
+  auto r = run_tinylm("prepare " + config.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sentencepiece, 400 pieces"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training a SentencePiece unigram tokenizer"), std::string::npos) << r.output;
+  r = run_tinylm("prepare " + config.string());  // current: nothing to do
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;
+
+  r = run_tinylm("train " + config.string() + " --out " + (dir / "run").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;  // the cache served
+  EXPECT_NE(r.output.find("bits/byte"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/tokenizer.model"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/best/tokenizer.model"));
+
+  r = run_tinylm("sample " + (dir / "run").string() + " --prompt \"It was\" --max-new-tokens 20 --num-samples 1", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("It was", 0), 0u) << r.output;
+  r = run_tinylm("eval " + (dir / "run").string() + " --json", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["tokenizer"], "sentencepiece");
+  // Several bytes per token: bits per byte is bits per token times tokens per byte.
+  const double tokens_per_byte = (j["tokens"].get<double>() + 1) / j["bytes"].get<double>();
+  EXPECT_LT(tokens_per_byte, 1.0);
+  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["bits_per_token"].get<double>() * tokens_per_byte, 1e-9);
+  r = run_tinylm("inspect " + (dir / "run").string() + " --prompt \"It was\" --json -", false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string labels;
+  const auto inspected = nlohmann::json::parse(r.output);
+  for (const auto& token : inspected["attention"]["tokens"]) labels += token.get<std::string>();
+  EXPECT_EQ(labels, "It was");
+}
+
+TEST(CliData, ADiskThatFillsLeavesNoCacheBehind) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  const std::filesystem::path cache = test::cache_dir() / dir.path().filename();
+  // A 1 MB file-size limit stands in for a full disk: train.bin needs 2 MB.
+  const auto r = run_shell("trap \"\" XFSZ; ulimit -f 1024; exec " + test::binary().string() +
+                           " prepare " + config.string());
+  expect_failure(r, 1, "File too large");
+  EXPECT_NE(r.output.find("nothing was written under this name"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(cache / "train.bin"));
+  EXPECT_FALSE(std::filesystem::exists(cache / "val.bin"));
+  for (const auto& entry : std::filesystem::directory_iterator(cache)) {
+    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
+  }
+  // With room again, the same command succeeds.
+  EXPECT_EQ(run_tinylm("prepare " + config.string()).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(cache / "train.bin"));
+}
+
+TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
+  TempDir dir;
+  const auto prepare = [&](const std::string& corpus, const std::string& data_extra) {
+    std::filesystem::remove_all(test::cache_dir() / dir.path().filename());
+    return run_tinylm("prepare " + test::write_tiny_config(dir.path(), corpus, 4, data_extra).string());
+  };
+  test::write_text(dir / "bad.txt", "fine\nstill fine\nnot \xC3( fine\n");
+  expect_failure(prepare((dir / "bad.txt").string(), ""), 1,
+                 "bad.txt is not valid UTF-8: bad byte 0xC3 at byte offset 20");
+  expect_failure(prepare(test::corpora() / "tinystories_sample.txt",
+                         "tokenizer = \"sentencepiece\"\nvocab_size = 8000\n"),
+                 1, "data.vocab_size = 8000 is more than");
+  expect_failure(prepare(test::shakespeare(), "tokenizer = \"sentencepiece\"\ntokenizer_model = \"" +
+                                                  test::shakespeare().string() + "\"\n"),
+                 1, "tinyshakespeare.txt is not a SentencePiece model");
+  // The SentencePiece wrapper library missing (as in a broken install).
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 4, "tokenizer = \"sentencepiece\"\n");
+  expect_failure(run_shell("TINYLM_SENTENCEPIECE_LIBRARY=" + (dir / "nowhere.so").string() + " " +
+                           test::binary().string() + " prepare " + config.string()),
+                 1, "cannot load libtinylm_sentencepiece.so, which tinylm needs for SentencePiece tokenizers");
+  expect_failure(prepare(test::shakespeare(), "tokenizer = \"wordpiece\"\n"), 1,
+                 "data.tokenizer must be one of char, byte, sentencepiece (got \"wordpiece\")");
+  // An empty file among many is skipped, and named.
+  std::filesystem::create_directories(dir / "books");
+  test::write_text(dir / "books/a.txt", read_file(test::shakespeare()).substr(0, 20000));
+  test::write_text(dir / "books/b.txt", "");
+  const auto r = prepare((dir / "books").string(), "");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("skipping " + (dir / "books/b.txt").string() + ": the file is empty"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -1,0 +1,116 @@
+#pragma once
+// Helpers shared by the tests: a temporary directory, running the tinylm binary, files,
+// and max_abs_diff, the measure every equality of two paths is held to.
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <torch/torch.h>
+
+namespace tinylm::test {
+
+namespace fs = std::filesystem;
+
+inline fs::path source_dir() { return fs::path(TINYLM_SOURCE_DIR); }
+inline fs::path binary() { return fs::path(TINYLM_BINARY); }
+inline fs::path shakespeare() { return source_dir() / "data/corpora/tinyshakespeare.txt"; }
+inline fs::path corpora() { return source_dir() / "data/corpora"; }
+inline fs::path fixtures() { return source_dir() / "tests/fixtures"; }
+
+// max |a - b| over all elements, computed in double.
+inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat64) - b.to(torch::kFloat64)).abs().max().item<double>();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "tinylm-test-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) std::abort();
+    path_ = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+// The message of the exception `f` throws; "" when it throws none.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+inline std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a shell command line (/bin/sh -c) and collects its stdout.
+inline CommandResult run_command(const std::string& command) {
+  CommandResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return result;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// Runs `tinylm ARGS` through the shell (ARGS are shell words) with 1 thread; the output
+// has stdout, and stderr too unless `with_stderr` is false.
+inline CommandResult run_tinylm(const std::string& args, bool with_stderr = true) {
+  return run_command(binary().string() + " " + args + " --threads 1" +
+                     (with_stderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+// A token cache directory for this test process, removed when it ends.
+inline fs::path cache_dir() {
+  static const TempDir dir;
+  return dir.path();
+}
+
+// A config for a run of a few seconds on `corpus`, written into `dir`; its token cache is in
+// the test process's own cache_dir().
+inline fs::path write_tiny_config(const fs::path& dir, const fs::path& corpus, int max_iters = 4,
+                                  const std::string& data_extra = "") {
+  const fs::path path = dir / "tiny.toml";
+  write_text(path, "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+                   "[data]\npath = \"" + corpus.string() + "\"\ncache_dir = \"" +
+                   (cache_dir() / path.parent_path().filename()).string() + "\"\n" + data_extra +
+                   "[train]\nbatch_size = 4\nmax_iters = " + std::to_string(max_iters) +
+                   "\nwarmup_iters = 1\nlr_decay_iters = " + std::to_string(max_iters) +
+                   "\neval_interval = 2\neval_iters = 2\nlog_interval = 1\n");
+  return path;
+}
+
+}  // namespace tinylm::test

@@ -1,0 +1,146 @@
+// The training loop end to end on a tiny model: it learns, it checkpoints, and a run stopped
+// and resumed is the same run, step for step, bit for bit.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_util.h"
+#include "train/checkpoint.h"
+#include "train/safetensors.h"
+#include "train/trainer.h"
+
+namespace tinylm {
+namespace {
+
+using nlohmann::json;
+using test::TempDir;
+
+RunConfig tiny_config(int max_iters) {
+  TempDir scratch;
+  RunConfig c = load_run_config(test::write_tiny_config(scratch.path(), test::shakespeare(), max_iters));
+  c.train.eval_interval = 4;
+  c.train.learning_rate = 3e-3;
+  return c;
+}
+
+// metrics.jsonl without the wall-clock fields, which differ from run to run.
+std::vector<json> losses(const std::filesystem::path& run) {
+  std::vector<json> out;
+  std::istringstream lines(test::read_text(run / "metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    json record = json::parse(line);
+    for (const char* timing : {"elapsed_s", "ms_per_iter", "tokens_per_s"}) record.erase(timing);
+    out.push_back(record);
+  }
+  return out;
+}
+
+class ResumedRun : public ::testing::TestWithParam<Sampling> {};
+
+// With random windows, and with epoch sampling (whose place in the epoch the checkpoint keeps).
+INSTANTIATE_TEST_SUITE_P(Sampling, ResumedRun, ::testing::Values(Sampling::kRandom, Sampling::kEpoch),
+                         [](const auto& info) { return std::string(name_of(info.param)); });
+
+TEST_P(ResumedRun, EqualsUnbrokenRun) {
+  RunConfig config = tiny_config(12);
+  config.data.sampling = GetParam();
+  TempDir unbroken, resumed;
+  TrainOptions options;
+  options.progress = false;
+  options.out_dir = unbroken.path() / "run";
+  EXPECT_EQ(train(config, options).outcome, TrainOutcome::kFinished);
+
+  // Stop after step 6 the way Ctrl-C does (between evals at 4 and 8), then resume.
+  std::atomic<bool> stop{false};
+  options.out_dir = resumed.path() / "run";
+  options.stop_requested = &stop;
+  options.on_step = [&](int64_t step) { stop = step == 6; };
+  const TrainResult first = train(config, options);
+  EXPECT_EQ(first.outcome, TrainOutcome::kInterrupted);
+  EXPECT_EQ(first.step, 6);
+  EXPECT_EQ(load_training_state(options.out_dir).step, 6);
+  stop = false;
+  options.on_step = nullptr;
+  options.resume = true;
+  EXPECT_EQ(train(config, options).outcome, TrainOutcome::kFinished);
+
+  const std::vector<json> a = losses(unbroken.path() / "run"), b = losses(resumed.path() / "run");
+  ASSERT_EQ(a.size(), 12u + 4u);  // 12 train lines, evals at 0, 4, 8, 12
+  EXPECT_EQ(a, b);
+  const auto wa = load_safetensors(unbroken.path() / "run/model.safetensors").tensors;
+  const auto wb = load_safetensors(resumed.path() / "run/model.safetensors").tensors;
+  for (const auto& [name, tensor] : wa) EXPECT_TRUE(torch::equal(tensor, wb.at(name))) << name;
+}
+
+TEST(Training, WritesTheRunDirectoryAndLearns) {
+  RunConfig config = tiny_config(40);
+  TempDir dir;
+  TrainOptions options;
+  options.progress = false;
+  options.out_dir = dir / "run";
+  const TrainResult result = train(config, options);
+  EXPECT_EQ(result.step, 40);
+  for (const char* file : {"config.toml", "config.json", "tokenizer.json", "model.safetensors",
+                           "optimizer.safetensors", "state.json", "metrics.jsonl",
+                           "best/model.safetensors", "best/state.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(options.out_dir / file)) << file;
+  }
+  const std::vector<json> m = losses(options.out_dir);
+  const json first_eval = m.front(), last_eval = m.back();
+  EXPECT_EQ(first_eval["kind"], "eval");
+  EXPECT_EQ(last_eval["step"], 40);
+  EXPECT_LT(last_eval["val_loss"].get<double>(), first_eval["val_loss"].get<double>() - 0.5);
+  const TrainingState state = load_training_state(options.out_dir);
+  EXPECT_EQ(state.step, 40);
+  EXPECT_LE(state.best_val_loss, last_eval["val_loss"].get<double>());
+  // The optimizer moments are saved for every parameter.
+  const auto moments = load_safetensors(options.out_dir / "optimizer.safetensors").tensors;
+  EXPECT_TRUE(moments.count("exp_avg.transformer.wte.weight"));
+  EXPECT_TRUE(moments.count("exp_avg_sq.transformer.h.1.mlp.c_fc.bias"));
+  EXPECT_EQ(moments.at("step").item<int64_t>(), 40);
+}
+
+TEST(Training, AccumulatingTwoHalfBatchesEqualsOneFullBatch) {
+  // Two micro-batches of 4 draw the same windows as one batch of 8 (the generator's stream
+  // is consumed in order), and the mean of their mean losses is the mean loss: the losses and
+  // updates must agree up to float rounding.
+  RunConfig full = tiny_config(6), accumulated = tiny_config(6);
+  full.train.batch_size = 8;
+  accumulated.train.batch_size = 4;
+  accumulated.train.gradient_accumulation_steps = 2;
+  TempDir a, b;
+  TrainOptions options;
+  options.progress = false;
+  options.out_dir = a / "run";
+  train(full, options);
+  options.out_dir = b / "run";
+  train(accumulated, options);
+  const std::vector<json> la = losses(a / "run"), lb = losses(b / "run");
+  ASSERT_EQ(la.size(), lb.size());
+  int compared = 0;
+  for (size_t i = 0; i < la.size(); ++i) {
+    if (la[i]["kind"] != "train") continue;
+    EXPECT_NEAR(la[i]["loss"].get<double>(), lb[i]["loss"].get<double>(), 1e-4) << la[i].dump();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6);
+}
+
+TEST(Training, RefusesToOverwriteOrResumeWhatIsNotARun) {
+  const RunConfig config = tiny_config(2);
+  TempDir dir;
+  std::filesystem::create_directories(dir / "full");
+  test::write_text(dir / "full/notes.txt", "mine");
+  TrainOptions options;
+  options.progress = false;
+  options.out_dir = dir / "full";
+  EXPECT_THROW(train(config, options), std::runtime_error);
+  options.resume = true;
+  EXPECT_THROW(train(config, options), std::runtime_error);
+  EXPECT_EQ(test::read_text(dir / "full/notes.txt"), "mine");
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -1,0 +1,159 @@
+#include "tools/inspection_json.h"
+
+#include <cmath>
+
+namespace tinylm {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+double rounded(double x, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::isfinite(x) ? std::round(x * scale) / scale : x;
+}
+
+// Nested arrays of `data` (row-major, `shape` from dimension `dim` on), NaN as null.
+json nested(const double*& data, const std::vector<int64_t>& shape, size_t dim, int decimals) {
+  if (dim == shape.size()) {
+    const double x = *data++;
+    return std::isnan(x) ? json(nullptr) : json(rounded(x, decimals));
+  }
+  json out = json::array();
+  for (int64_t i = 0; i < shape[dim]; ++i) out.push_back(nested(data, shape, dim + 1, decimals));
+  return out;
+}
+
+// The highest entry of an (L, nh) table: {"layer", "head", "score"}.
+json strongest(const torch::Tensor& t) {
+  const torch::Tensor flat = torch::nan_to_num(t.to(torch::kFloat64), -1.0).flatten();
+  const int64_t i = flat.argmax().item<int64_t>();
+  return {{"layer", i / t.size(1)}, {"head", i % t.size(1)}, {"score", rounded(flat[i].item<double>(), 6)}};
+}
+
+json head_table(const torch::Tensor& t) { return tensor_to_json(t, 6); }
+
+json token_labels(const Tokenizer& tokenizer, const torch::Tensor& ids) {
+  json tokens = json::array();
+  const torch::Tensor flat = ids.to(torch::kInt64).contiguous();
+  for (int64_t i = 0; i < flat.numel(); ++i) tokens.push_back(tokenizer.token_label(flat.data_ptr<int64_t>()[i]));
+  return tokens;
+}
+
+json scores_json(const HeadScores& scores, json& best) {
+  json by_name;
+  for (const auto& [name, table] : scores.values) {
+    by_name[name] = head_table(table);
+    if (name != "entropy") best[name] = strongest(table);
+  }
+  return by_name;
+}
+
+json heads_json(const HeadsView& h) {
+  json best, probe_best;
+  const json scores = scores_json(h.scores, best), probe_scores = scores_json(h.probe.scores, probe_best);
+  return {{"source", h.source},
+          {"windows", h.scores.sequences},
+          {"length", h.scores.length},
+          {"scores", scores},
+          {"strongest", best},
+          {"probe",
+           {{"sequences", h.probe_sequences},
+            {"length", h.probe_length},
+            {"scores", probe_scores},
+            {"strongest", probe_best},
+            {"loss_first_half", rounded(h.probe.losses.first_half, 6)},
+            {"loss_second_half", rounded(h.probe.losses.second_half, 6)}}}};
+}
+
+json ablation_json(const AblationView& a) {
+  json rows = json::array();
+  for (const HeadAblation& r : a.table.heads) {
+    rows.push_back({{"layer", r.head.layer},
+                    {"head", r.head.head},
+                    {"zero", rounded(r.zero, 6)},
+                    {"mean", rounded(r.mean, 6)},
+                    {"probe_zero", rounded(r.probe_zero, 6)},
+                    {"probe_mean", rounded(r.probe_mean, 6)}});
+  }
+  return {{"source", a.source},
+          {"windows", a.windows},
+          {"loss", rounded(a.table.loss, 6)},
+          {"probe_loss", rounded(a.table.probe_loss, 6)},
+          {"heads", rows}};
+}
+
+json priors_json(const Priors& p, const HeatmapEncoder& heatmap) {
+  json doc = {{"positions", nullptr},
+              {"tokens", nullptr},
+              {"ov", {{"copying", head_table(p.ov_copying)}, {"top1", head_table(p.ov_top1)}}}};
+  if (p.position_pattern.defined()) {
+    doc["positions"] = {{"length", p.position_pattern.size(2)},
+                        {"previous_token", head_table(p.position_previous_token)},
+                        {"patterns", heatmap(p.position_pattern, true)}};
+  }
+  if (p.token_scores.defined()) doc["tokens"] = {{"scores", heatmap(p.token_scores, false)}};
+  return doc;
+}
+
+json lens_json(const LensView& v, const Tokenizer& tokenizer) {
+  const LogitLens& lens = v.lens;
+  const torch::Tensor ids = lens.top_ids.contiguous(), probs = lens.top_probs.to(torch::kFloat64).contiguous();
+  const int64_t T = ids.size(1), k = ids.size(2);
+  json stages = json::array();
+  for (size_t s = 0; s < lens.stages.size(); ++s) {
+    json positions = json::array();
+    for (int64_t t = 0; t < T; ++t) {
+      json top = json::array();
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t at = (static_cast<int64_t>(s) * T + t) * k + j;
+        top.push_back({{"token", tokenizer.token_label(ids.data_ptr<int64_t>()[at])},
+                       {"p", rounded(probs.data_ptr<double>()[at], 4)}});
+      }
+      positions.push_back(top);
+    }
+    stages.push_back({{"name", lens.stages[s]}, {"top", positions}});
+  }
+  return {{"tokens", token_labels(tokenizer, v.ids)}, {"k", k}, {"stages", stages}};
+}
+
+json training_json(const TrainingCurves& c) {
+  json train = json::array(), eval = json::array();
+  for (const auto& [step, loss] : c.train) train.push_back({step, loss});
+  for (const auto& e : c.eval) eval.push_back({e.step, e.val_loss, e.train_loss});
+  return {{"train", train}, {"eval", eval}, {"probe", c.probe}};
+}
+
+}  // namespace
+
+json tensor_to_json(const torch::Tensor& t, int decimals) {
+  // One pass over a contiguous copy: element-wise item() would cost a dispatch per number.
+  const torch::Tensor d = t.to(torch::kFloat64).contiguous();
+  const double* data = d.data_ptr<double>();
+  return nested(data, d.sizes().vec(), 0, decimals);
+}
+
+json spelled_out_heatmap(const torch::Tensor& values, bool) { return tensor_to_json(values, 4); }
+
+json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEncoder& heatmap) {
+  json doc;
+  doc["format"] = "tinylm-inspect/1";
+  doc["run"] = fs::absolute(in.run_dir).lexically_normal().string();
+  doc["step"] = in.step ? json(*in.step) : json(nullptr);
+  doc["model"] = model_config_to_json(run.model->config());
+  doc["vocab"] = token_labels(*run.tokenizer, torch::arange(run.tokenizer->vocab_size()));
+  if (in.attention) {
+    doc["attention"] = {{"tokens", token_labels(*run.tokenizer, in.attention->ids)},
+                        {"ids", tensor_to_json(in.attention->ids, 0)},
+                        {"patterns", heatmap(in.attention->patterns, true)}};
+  }
+  if (in.heads) doc["heads"] = heads_json(*in.heads);
+  if (in.ablation) doc["ablation"] = ablation_json(*in.ablation);
+  if (in.priors) doc["priors"] = priors_json(*in.priors, heatmap);
+  if (in.lens) doc["logit_lens"] = lens_json(*in.lens, *run.tokenizer);
+  if (in.training_asked) doc["training"] = in.training ? training_json(*in.training) : json(nullptr);
+  doc["notes"] = in.notes;
+  return doc;
+}
+
+}  // namespace tinylm

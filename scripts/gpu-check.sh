@@ -78,6 +78,6 @@ else
 fi
 
 # Then the numbers: fused attention, logits and training steps on the GPU against the CPU
-# (tests/test_gpu.cpp), and the data-parallel tests over Gloo with this build.
+# (tests/unit/test_gpu.cpp), and the data-parallel tests over Gloo with this build.
 cmake --build "$build" -j "$(nproc)" --target tinylm_tests
 "$build/tests/tinylm_tests" --gtest_filter='Gpu.*:DataParallel.TwoRanks*:AdamW.*'

@@ -4,7 +4,7 @@
 Trains two tiny runs with the tinylm binary, the GPT-2 block and the modern one (rotary
 positions, RMSNorm, SwiGLU, grouped-query attention), then reads config.json,
 tokenizer.json and model.safetensors by hand (8-byte header length, JSON header, raw
-little-endian bytes), checks names and shapes against the README, runs the GPT forward pass
+little-endian bytes), checks names and shapes against docs/FORMATS.md, runs the GPT forward pass
 in numpy (float64), and checks that its loss on a text equals `tinylm eval --text` to 1e-5.
 
 usage: python_reads_run.py TINYLM_BINARY SOURCE_DIR
@@ -145,7 +145,7 @@ def check_run(binary, source, block):
         vocab = json.load(open(os.path.join(run, "tokenizer.json")))["vocab"]
         weights = read_safetensors(os.path.join(run, "model.safetensors"))
         shapes = {k: tuple(v.shape) for k, v in weights.items()}
-        assert shapes == expected_shapes(cfg), f"names/shapes differ from the README: {shapes}"
+        assert shapes == expected_shapes(cfg), f"names/shapes differ from docs/FORMATS.md: {shapes}"
         assert all(v.dtype == np.float32 for v in weights.values())
 
         text = "First Citizen:\nBefore we proceed any further, hear me speak.\n"

@@ -1,4 +1,4 @@
-// tinylm: train, sample from, evaluate and inspect a tiny GPT. See README.md for the commands.
+// tinylm: train, sample from, evaluate and inspect a tiny GPT. See README.md for the commands, docs/DESIGN.md for the design.
 
 #include <malloc.h>
 

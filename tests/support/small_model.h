@@ -33,6 +33,17 @@ inline ModelConfig small_config(const std::vector<std::string>& changes = {},
   return run.model;
 }
 
+// One layer of one head, 8 wide, for analyses whose every number can be worked out.
+inline ModelConfig one_head_config(int64_t block_size, int64_t vocab_size) {
+  return small_config({"n_layer=1", "n_head=1", "n_embd=8", "block_size=" + std::to_string(block_size)},
+                      vocab_size);
+}
+
+// A batch of token ids (B 2, T 6), all < 11, for models of small_config's vocabulary.
+inline torch::Tensor some_tokens() {
+  return torch::tensor({{1, 5, 2, 9, 5, 0}, {3, 3, 7, 10, 4, 1}}, torch::kInt64);  // (B, T)
+}
+
 // Every parameter random (biases and norm weights too), in eval mode, so that no term of a
 // computation hides behind a zero or a one.
 inline GPT random_model(const ModelConfig& config, uint64_t seed = 3) {

@@ -21,14 +21,11 @@
 namespace tinylm {
 namespace {
 
+using test::some_tokens;
 // The modern block, every option at once.
 ModelConfig modern_config() {
   return test::small_config({"n_head=4", "n_embd=24", "pos_encoding=rope", "norm=rmsnorm",
                              "mlp=swiglu", "n_kv_head=2", "bias=false"});
-}
-
-torch::Tensor some_tokens() {
-  return torch::tensor({{1, 5, 2, 9, 5, 0}, {3, 3, 7, 10, 4, 1}}, torch::kInt64);  // (B, T)
 }
 
 TEST(Blocks, RmsNormWorkedExample) {

@@ -130,7 +130,7 @@ TEST(Generation, LeavesTheModelInTheModeItFoundItIn) {
   EXPECT_TRUE(model->is_training());
 }
 
-TEST(KVCache, DropsTheOldestWhenFullAndCountsAbsolutePositions) {
+TEST(Generation, DropsTheOldestWhenFullAndCountsAbsolutePositions) {
   KVCache cache(1, 4);
   const auto step = [&](float value, int64_t T) {  // k = v = value, (1, 1, T, 1)
     const torch::Tensor t = torch::full({1, 1, T, 1}, value);

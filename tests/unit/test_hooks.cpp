@@ -1,11 +1,9 @@
-// Hook points and the activation cache: every name with its documented shape, reading,
-// replacing, scope, and ablation at hook_z.
+// Hook points and the activation cache: every name with its documented shape, in forward
+// order, reading, replacing, and a hook's scope.
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "model/analysis/ablation.h"
 #include "model/activation_cache.h"
 #include "model/attention.h"
 #include "model/gpt.h"
@@ -14,15 +12,12 @@
 namespace tinylm {
 namespace {
 
+using test::some_tokens;
 constexpr int64_t kB = 2, kT = 6, kC = 16, kNh = 2, kHs = 8, kV = 11, kL = 2;
 
 ModelConfig hook_config() { return test::small_config({}, kV); }  // kL, kNh, kC: the base
 
 using test::random_model;
-
-torch::Tensor some_tokens() {
-  return torch::tensor({{1, 5, 2, 9, 5, 0}, {3, 3, 7, 10, 4, 1}}, torch::kInt64);  // (B, T)
-}
 
 TEST(Hooks, CacheHoldsEveryHookWithItsDocumentedShape) {
   GPT model = random_model(hook_config());
@@ -153,53 +148,6 @@ TEST(Hooks, UnknownNameIsAnErrorThatNamesACloseOne) {
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("blocks.0.attn.hook_pattern"), std::string::npos) << e.what();
-  }
-}
-
-TEST(Ablation, ZeroingEveryHeadOfALayerEqualsRemovingItsAttentionOutput) {
-  ModelConfig c = hook_config();
-  c.bias = false;  // with a bias, c_proj of zeros is the bias, not nothing
-  GPT model = random_model(c);
-  const torch::Tensor tokens = some_tokens();
-  torch::NoGradGuard no_grad;
-  torch::Tensor ablated, removed;
-  {
-    const auto handles = zero_ablate(model, {{1, 0}, {1, 1}});
-    ablated = model->forward(tokens);
-  }
-  {
-    const HookHandle h = model->add_hook("blocks.1.hook_attn_out", [](const torch::Tensor& x, const std::string&) {
-      return torch::zeros_like(x);
-    });
-    removed = model->forward(tokens);
-  }
-  EXPECT_TRUE(torch::allclose(ablated, removed, 1e-6, 1e-6));
-  EXPECT_FALSE(torch::allclose(ablated, model->forward(tokens)));
-}
-
-TEST(Ablation, ReplacesOnlyItsHeadsSlot) {
-  GPT model = random_model(hook_config());
-  const torch::Tensor tokens = some_tokens();
-  const torch::Tensor value = torch::arange(kHs).to(torch::kFloat32);  // (hs,)
-  const HookHandle h = ablate_head(model, {0, 1}, value);
-  const CachedRun run = run_with_cache(model, tokens, names_ending_with("attn.hook_z"));
-  const torch::Tensor z = run.cache.at("blocks.0.attn.hook_z");  // (B, nh, T, hs)
-  EXPECT_TRUE(torch::equal(z.select(1, 1), value.expand({kB, kT, kHs})));
-  EXPECT_GT(z.select(1, 0).abs().sum().item<float>(), 0.0f);
-}
-
-TEST(Ablation, HeadListsAreCheckedAgainstTheModel) {
-  EXPECT_EQ(parse_head_list("0.1,1.0").size(), 2u);
-  EXPECT_EQ(parse_head_list("1.0")[0].layer, 1);
-  for (const std::string bad : {"", "1", "1.", "a.b", "1.2,", "-1.0", "1.2.3"}) {
-    EXPECT_THROW(parse_head_list(bad), std::invalid_argument) << bad;
-  }
-  GPT model = random_model(hook_config());
-  try {
-    (void)zero_ablate(model, {{0, 0}, {1, 2}});
-    FAIL() << "no error";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "head 1.2 is not in this model: layers are 0-1 and heads 0-1");
   }
 }
 

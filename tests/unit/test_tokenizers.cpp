@@ -12,6 +12,7 @@
 #include "data/io/fingerprint.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/utf8.h"
+#include "corpora.h"
 #include "test_util.h"
 
 namespace tinylm {
@@ -20,31 +21,8 @@ namespace {
 using test::TempDir;
 
 using test::error_of;
-const char* const kCorpora[] = {"tinyshakespeare.txt", "botchan.txt", "wagahaiwa_nekodearu.txt",
-                                "tinystories_sample.txt"};
-
-// Lines of `text` (each with its '\n') for SentencePiece's trainer, at most `limit` bytes.
-std::function<bool(std::string&)> training_lines(const std::string& text, size_t limit) {
-  auto at = std::make_shared<size_t>(0);
-  return [&text, at, limit](std::string& line) {
-    if (*at >= std::min(text.size(), limit)) return false;
-    const size_t newline = text.find('\n', *at);
-    const size_t end = newline == std::string::npos ? text.size() : newline + 1;
-    line = text.substr(*at, end - *at);
-    *at = end;
-    return true;
-  };
-}
-
-std::unique_ptr<SentencePieceTokenizer> trained(const std::string& text, const std::string& type,
-                                                int64_t vocab, size_t limit = 300000) {
-  SentencePieceTraining options;
-  options.model_type = type;
-  options.vocab_size = vocab;
-  options.character_coverage = 0.995;  // the Japanese novel's rare characters become bytes
-  options.user_defined_symbols = {"<|endoftext|>"};
-  return train_sentencepiece(options, training_lines(text, limit), "the test text");
-}
+using test::kCorpora;
+using test::trained;
 
 std::string streamed(const Tokenizer& tok, const std::vector<int64_t>& ids) {
   std::string out;
@@ -52,7 +30,7 @@ std::string streamed(const Tokenizer& tok, const std::vector<int64_t>& ids) {
   return out;
 }
 
-TEST(ByteTokenizer, IsTheBytesThemselves) {
+TEST(Tokenizers, ByteTokenizerIsTheBytesThemselves) {
   const auto tok = make_byte_tokenizer();
   EXPECT_EQ(tok->vocab_size(), 256);
   EXPECT_EQ(tok->encode("a\xC3\xA9"), (std::vector<int64_t>{97, 0xC3, 0xA9}));
@@ -81,78 +59,6 @@ TEST(Tokenizers, EveryKindRoundTripsEveryShippedCorpus) {
       EXPECT_LT(ids.size(), text.size()) << name << " " << type;  // it does compress
     }
   }
-}
-
-TEST(SentencePiece, IdsAreThoseOfSpmEncode) {
-  // Derived once with Debian's sentencepiece 0.1.97:
-  //   spm_encode --model=tests/fixtures/sentencepiece_test_model.model --output_format=id
-  const auto tok = SentencePieceTokenizer::from_file(test::fixtures() / "sentencepiece_test_model.model");
-  EXPECT_EQ(tok->vocab_size(), 1000);
-  EXPECT_EQ(tok->encode("Hello world."), (std::vector<int64_t>{151, 88, 21, 887, 6}));
-  EXPECT_EQ(tok->encode("I saw a girl with a telescope."),
-            (std::vector<int64_t>{9, 459, 11, 939, 44, 11, 4, 142, 82, 8, 28, 21, 132, 6}));
-  EXPECT_EQ(tok->encode("The quick brown fox jumps over the lazy dog, 1234 times!"),
-            (std::vector<int64_t>{69, 932, 80, 30, 127, 24, 74, 21, 297, 4, 999, 156, 29, 8, 255,
-                                  7, 4, 180, 997, 34, 93, 37, 5, 4, 357, 596, 0, 171, 8, 147}));
-  EXPECT_EQ(tok->piece(151), "\xE2\x96\x81He");  // "▁He"
-  EXPECT_EQ(tok->decode({151, 88, 21, 887, 6}), "Hello world.");
-}
-
-TEST(SentencePiece, EncodingLineByLineEqualsEncodingWhole) {
-  // The data pipeline encodes a corpus in chunks cut after a '\n'.
-  const std::string text = read_corpus(test::corpora() / "botchan.txt");
-  for (const char* type : {"bpe", "unigram"}) {
-    const auto tok = trained(text, type, 1000);
-    std::vector<int64_t> chunked;
-    for (size_t begin = 0; begin < text.size();) {
-      size_t end = begin;
-      for (int lines = 0; lines < 7 && end < text.size(); ++lines) {
-        const size_t newline = text.find('\n', end);
-        end = newline == std::string::npos ? text.size() : newline + 1;
-      }
-      const std::vector<int64_t> part = tok->encode(std::string_view(text).substr(begin, end - begin));
-      chunked.insert(chunked.end(), part.begin(), part.end());
-      begin = end;
-    }
-    EXPECT_EQ(chunked, tok->encode(text)) << type;
-  }
-}
-
-TEST(SentencePiece, UserDefinedSymbolIsOneToken) {
-  const std::string text = read_corpus(test::corpora() / "tinystories_sample.txt");
-  const auto tok = trained(text, "bpe", 300);
-  const std::vector<int64_t> ids = tok->encode("<|endoftext|>");
-  ASSERT_EQ(ids.size(), 1u);
-  EXPECT_EQ(tok->token_bytes(ids[0]), "<|endoftext|>");
-}
-
-TEST(SentencePiece, TooLargeAVocabularySaysWhatTheCorpusSupports) {
-  const std::string text = read_corpus(test::corpora() / "tinystories_sample.txt");
-  const std::string e = error_of([&] { trained(text, "bpe", 8000); });
-  EXPECT_NE(e.find("data.vocab_size = 8000 is more than the test text supports"), std::string::npos) << e;
-  EXPECT_NE(e.find("at most"), std::string::npos) << e;
-  EXPECT_NE(e.find("Set [data] vocab_size to"), std::string::npos) << e;
-}
-
-TEST(SentencePiece, TooSmallAVocabularyNamesTheCharacters) {
-  const std::string text = read_corpus(test::corpora() / "wagahaiwa_nekodearu.txt");
-  SentencePieceTraining options;
-  options.vocab_size = 300;
-  const std::string e = error_of([&] { train_sentencepiece(options, training_lines(text, 100000), "the novel"); });
-  EXPECT_NE(e.find("data.vocab_size = 300 is too small: the novel has"), std::string::npos) << e;
-  EXPECT_NE(e.find("distinct characters"), std::string::npos) << e;
-}
-
-TEST(SentencePiece, CorruptedOrForeignModelIsAClearError) {
-  TempDir dir;
-  const std::string model = read_file(test::fixtures() / "sentencepiece_test_model.model");
-  test::write_text(dir / "cut.model", model.substr(0, model.size() / 2));
-  std::string e = error_of([&] { SentencePieceTokenizer::from_file(dir / "cut.model"); });
-  EXPECT_NE(e.find("cut.model is not a SentencePiece model"), std::string::npos) << e;
-  e = error_of([&] { SentencePieceTokenizer::from_file(test::shakespeare()); });
-  EXPECT_NE(e.find("tinyshakespeare.txt is not a SentencePiece model"), std::string::npos) << e;
-  e = error_of([&] { SentencePieceTokenizer::from_file(dir / "missing.model"); });
-  EXPECT_NE(e.find("SentencePiece model not found"), std::string::npos) << e;
 }
 
 TEST(Tokenizers, SaveAndLoadGiveTheSameTokenizer) {

@@ -1,10 +1,9 @@
-// The one windowed loss against cross entropy computed by hand from the model's logits, the
+// The one windowed loss against cross entropy computed by hand from the model's logits: the
 // span of counted predictions, batching, and the mode it leaves the model in.
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "model/scoped_mode.h"
 #include "model/window_loss.h"
 #include "small_model.h"
 
@@ -61,24 +60,6 @@ TEST(WindowLoss, ASpanOutsideTheWindowIsAnError) {
   const torch::Tensor w = windows(2, 9, 11, 3);
   EXPECT_THROW(window_loss(model, w, 32, {4, 9}), std::invalid_argument);
   EXPECT_THROW(window_loss(model, w, 32, {5, 5}), std::invalid_argument);
-}
-
-TEST(ScopedMode, RestoresTheModeOnEveryWayOut) {
-  GPT model = test::random_model(test::small_config());
-  model->train();
-  try {
-    const ScopedMode eval = eval_mode(*model);
-    EXPECT_FALSE(model->is_training());
-    throw std::runtime_error("out");
-  } catch (const std::runtime_error&) {
-  }
-  EXPECT_TRUE(model->is_training());
-  model->eval();
-  {
-    const ScopedMode training(*model, true);
-    EXPECT_TRUE(model->is_training());
-  }
-  EXPECT_FALSE(model->is_training());
 }
 
 }  // namespace

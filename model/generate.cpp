@@ -108,7 +108,10 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const std::vector<int64_t
     for (int64_t b = 0; b < B; ++b) {
       if (done[static_cast<size_t>(b)]) continue;
       produced[static_cast<size_t>(b)].push_back(ids[b]);
-      if (on_token && !on_token(b, ids[b])) done[static_cast<size_t>(b)] = true, --active;
+      if (on_token && !on_token(b, ids[b])) {
+        done[static_cast<size_t>(b)] = true;
+        --active;
+      }
     }
   }
   return produced;

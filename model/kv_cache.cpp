@@ -12,7 +12,9 @@ void KVCache::make_room(int64_t n) {
                                 std::to_string(capacity_) + " (block_size)");
   }
   const int64_t drop = std::max<int64_t>(0, length_ + n - capacity_);
-  offset_ += drop, length_ -= drop, dropped_ += drop;
+  offset_ += drop;
+  length_ -= drop;
+  dropped_ += drop;
   if (length_ == 0) offset_ = 0;
   if (offset_ + length_ + n <= 2 * capacity_) return;
   // The range reached the end of the storage: move it to the start. The two do not overlap:

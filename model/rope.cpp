@@ -31,10 +31,12 @@ torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables, int64
   const int64_t T = x.size(-2), half = x.size(-1) / 2;
   torch::Tensor cos, sin;  // (T, hs): cos_full and sin_signed
   if (first + T <= tables.cos.size(0)) {
-    cos = tables.cos_full.slice(0, first, first + T), sin = tables.sin_signed.slice(0, first, first + T);
+    cos = tables.cos_full.slice(0, first, first + T);
+    sin = tables.sin_signed.slice(0, first, first + T);
   } else {
     const RopeTables beyond = rope_tables(T, x.size(-1), first);
-    cos = beyond.cos_full.to(x.device()), sin = beyond.sin_signed.to(x.device());
+    cos = beyond.cos_full.to(x.device());
+    sin = beyond.sin_signed.to(x.device());
   }
   // [x1, x2] -> [x1 cos - x2 sin, x2 cos + x1 sin]
   return x * cos + x.roll(half, -1) * sin;

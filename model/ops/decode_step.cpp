@@ -50,8 +50,12 @@ void norm(const float* x, int64_t rows, int64_t C, const Norm& module, float* y)
     const float* xr = x + r * C;
     float* yr = y + r * C;
     double mean = 0.0, square = 0.0;
-    for (int64_t i = 0; i < C; ++i) mean += xr[i], square += double(xr[i]) * xr[i];
-    mean /= static_cast<double>(C), square /= static_cast<double>(C);
+    for (int64_t i = 0; i < C; ++i) {
+      mean += xr[i];
+      square += double(xr[i]) * xr[i];
+    }
+    mean /= static_cast<double>(C);
+    square /= static_cast<double>(C);
     const bool centre = module->centres();
     const double variance = centre ? square - mean * mean : square;
     const float inv = static_cast<float>(1.0 / std::sqrt(variance + kNormEps));

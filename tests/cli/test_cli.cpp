@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -21,7 +23,7 @@ class Cli : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir;
     const auto config = test::write_tiny_config(dir_->path(), test::shakespeare());
-    const auto result = run_tinylm("train " + config.string() + " --out " + run().string());
+    const auto result = run_tinylm({"train", config.string(), "--out", run().string()});
     ASSERT_EQ(result.exit_code, 0) << result.output;
   }
   static void TearDownTestSuite() { delete dir_; }
@@ -44,7 +46,7 @@ void expect_failure(const test::CommandResult& r, int code, const std::string& m
 }
 
 TEST_F(Cli, EvalJsonHasTheDocumentedKeys) {
-  const auto r = run_tinylm("eval " + run().string() + " --json", false);
+  const auto r = run_tinylm({"eval", run().string(), "--json"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["tokens"], 111539);  // the val split, every token after the first
@@ -58,13 +60,13 @@ TEST_F(Cli, EvalJsonHasTheDocumentedKeys) {
 TEST_F(Cli, EvalScoresEveryTokenOnceEvenInAShortLastWindow) {
   TempDir dir;
   test::write_text(dir / "t.txt", std::string(40, 'a'));  // block 16: windows of 16, 16, 7
-  const auto r = run_tinylm("eval " + run().string() + " --text " + (dir / "t.txt").string() + " --json", false);
+  const auto r = run_tinylm({"eval", run().string(), "--text", (dir / "t.txt").string(), "--json"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["tokens"], 39);
 }
 
 TEST_F(Cli, SampleIsReproducibleAndStartsWithThePrompt) {
-  const std::string args = "sample " + run().string() + " --prompt ROMEO: --max-new-tokens 30 --seed 5";
+  const test::Args args = {"sample", run().string(), "--prompt", "ROMEO:", "--max-new-tokens", "30", "--seed", "5"};
   const auto a = run_tinylm(args, false), b = run_tinylm(args, false);
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_EQ(a.output, b.output);
@@ -77,11 +79,9 @@ TEST_F(Cli, BadCorpusInputs) {
   const auto train_on = [&](const std::string& text) {
     test::write_text(dir / "corpus.txt", text);
     std::filesystem::remove_all(dir / "out");
-    return run_tinylm("train " + test::write_tiny_config(dir.path(), dir / "corpus.txt").string() +
-                      " --out " + (dir / "out").string());
+    return run_tinylm({"train", test::write_tiny_config(dir.path(), dir / "corpus.txt").string(), "--out", (dir / "out").string()});
   };
-  expect_failure(run_tinylm("train " + test::write_tiny_config(dir.path(), dir / "absent.txt").string() +
-                            " --out " + (dir / "o1").string()),
+  expect_failure(run_tinylm({"train", test::write_tiny_config(dir.path(), dir / "absent.txt").string(), "--out", (dir / "o1").string()}),
                  1, "corpus not found");
   expect_failure(train_on(""), 1, "is empty");
   expect_failure(train_on("abc\xFF"), 1, "byte offset 3");
@@ -92,35 +92,34 @@ TEST_F(Cli, BadConfigs) {
   TempDir dir;
   const auto train_with = [&](const std::string& toml) {
     test::write_text(dir / "c.toml", "[data]\npath = \"" + test::shakespeare().string() + "\"\n" + toml);
-    return run_tinylm("train " + (dir / "c.toml").string() + " --out " + (dir / "out").string());
+    return run_tinylm({"train", (dir / "c.toml").string(), "--out", (dir / "out").string()});
   };
   expect_failure(train_with("[model]\nn_layers = 2\n"), 1, "did you mean model.n_layer?");
   expect_failure(train_with("[model]\nn_head = 2.5\n"), 1, "model.n_head");
   expect_failure(train_with("[model]\nn_embd = 10\nn_head = 4\n"), 1, "must be divisible by model.n_head");
   expect_failure(train_with("[train]\nlearning_rate = -1e-3\n"), 1, "train.learning_rate must be > 0");
-  expect_failure(run_tinylm("train " + (dir / "nope.toml").string()), 1, "config file not found");
+  expect_failure(run_tinylm({"train", (dir / "nope.toml").string()}), 1, "config file not found");
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
-  expect_failure(run_tinylm("train " + config.string() + " --train.max_iter=3"), 2, "did you mean train.max_iters?");
-  expect_failure(run_tinylm("train " + config.string() + " --train.learning_rate=-1"), 2,
+  expect_failure(run_tinylm({"train", config.string(), "--train.max_iter=3"}), 2, "did you mean train.max_iters?");
+  expect_failure(run_tinylm({"train", config.string(), "--train.learning_rate=-1"}), 2,
                  "train.learning_rate must be > 0");
 }
 
 TEST_F(Cli, RunDirectoryRules) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
-  expect_failure(run_tinylm("train " + config.string() + " --out " + run().string()), 1,
+  expect_failure(run_tinylm({"train", config.string(), "--out", run().string()}), 1,
                  "already exists; pass --resume");
   std::filesystem::create_directories(dir / "empty");
   test::write_text(dir / "empty/x", "x");
-  expect_failure(run_tinylm("train " + config.string() + " --out " + (dir / "empty").string() + " --resume"), 1,
+  expect_failure(run_tinylm({"train", config.string(), "--out", (dir / "empty").string(), "--resume"}), 1,
                  "is not a tinylm run directory");
   // Resuming a finished run trains nothing and succeeds.
   const auto copy = copy_of_run(dir);
-  const auto r = run_tinylm("train " + config.string() + " --out " + copy.string() + " --resume");
+  const auto r = run_tinylm({"train", config.string(), "--out", copy.string(), "--resume"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // A resumed run keeps its model: changing it is refused before any weight is read.
-  expect_failure(run_tinylm("train " + config.string() + " --out " + copy.string() +
-                            " --resume --model.n_layer=3"),
+  expect_failure(run_tinylm({"train", config.string(), "--out", copy.string(), "--resume", "--model.n_layer=3"}),
                  2, "--model.n_layer=3 would change the model of the run being resumed (its model.n_layer is 2)");
 }
 
@@ -128,27 +127,26 @@ TEST_F(Cli, DamagedRunFiles) {
   TempDir dir;
   const auto copy = copy_of_run(dir);
   std::filesystem::resize_file(copy / "model.safetensors", 3000);
-  expect_failure(run_tinylm("sample " + copy.string()), 1, "model.safetensors is not a valid safetensors file");
+  expect_failure(run_tinylm({"sample", copy.string()}), 1, "model.safetensors is not a valid safetensors file");
   test::write_text(copy / "config.json", "{\"n_layer\": ");
-  expect_failure(run_tinylm("eval " + copy.string()), 1, "config.json is not valid JSON");
-  expect_failure(run_tinylm("eval " + (dir / "nowhere").string()), 1, "run directory not found");
+  expect_failure(run_tinylm({"eval", copy.string()}), 1, "config.json is not valid JSON");
+  expect_failure(run_tinylm({"eval", (dir / "nowhere").string()}), 1, "run directory not found");
 }
 
 TEST_F(Cli, BadSampleArguments) {
-  expect_failure(run_tinylm("sample " + run().string() + " --prompt 'hello ~'"), 1,
+  expect_failure(run_tinylm({"sample", run().string(), "--prompt", "hello ~"}), 1,
                  "character '~' (U+007E) at position 6");
-  expect_failure(run_tinylm("sample " + run().string() + " --max-new-tokens 100000000"), 2,
+  expect_failure(run_tinylm({"sample", run().string(), "--max-new-tokens", "100000000"}), 2,
                  "--max-new-tokens must be in [1, 100000]");
-  expect_failure(run_tinylm("sample " + run().string() + " --top-p 2"), 2, "--top-p must be in (0, 1]");
-  expect_failure(run_tinylm("sample " + run().string() + " --prompt ''"), 2, "--prompt is empty");
-  expect_failure(run_tinylm("sample"), 2, "run is required");
-  expect_failure(run_tinylm("frobnicate"), 2, "");
-  expect_failure(run_tinylm("eval " + run().string() + " --split test"), 2, "--split");
+  expect_failure(run_tinylm({"sample", run().string(), "--top-p", "2"}), 2, "--top-p must be in (0, 1]");
+  expect_failure(run_tinylm({"sample", run().string(), "--prompt", ""}), 2, "--prompt is empty");
+  expect_failure(run_tinylm({"sample"}), 2, "run is required");
+  expect_failure(run_tinylm({"frobnicate"}), 2, "");
+  expect_failure(run_tinylm({"eval", run().string(), "--split", "test"}), 2, "--split");
 }
 
 TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
-  const auto r = run_tinylm("inspect " + run().string() +
-                                " --all --json - --windows 4 --probes 2 --prompt 'ROMEO: hi'", false);
+  const auto r = run_tinylm({"inspect", run().string(), "--all", "--json", "-", "--windows", "4", "--probes", "2", "--prompt", "ROMEO: hi"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   const int64_t L = 2, H = 2, T = 9, V = j["model"]["vocab_size"];
@@ -184,19 +182,21 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
   const std::string run = (dir / "run").string();
-  auto r = run_tinylm("train " + config.string() + " --out " + run +
-                      " --model.pos_encoding=rope --model.norm=rmsnorm --model.mlp=swiglu --model.n_kv_head=1");
+  auto r = run_tinylm({"train", config.string(), "--out", run, "--model.pos_encoding=rope", "--model.norm=rmsnorm", "--model.mlp=swiglu", "--model.n_kv_head=1"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Three samples in one batch; within block_size the cache changes nothing.
-  const std::string sample = "sample " + run + " --prompt ROMEO: --max-new-tokens 12 --num-samples 3 --seed 2";
-  const auto cached = run_tinylm(sample, false), uncached = run_tinylm(sample + " --no-cache", false);
+  const test::Args sample = {"sample", run, "--prompt", "ROMEO:", "--max-new-tokens", "12", "--num-samples", "3", "--seed", "2"};
+  const auto with = [&](test::Args args, const test::Args& more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const auto cached = run_tinylm(sample, false), uncached = run_tinylm(with(sample, {"--no-cache"}), false);
   ASSERT_EQ(cached.exit_code, 0) << cached.output;
   EXPECT_EQ(cached.output, uncached.output);
   // --stop with the first character sample 0 draws: sample 0 ends right there, and each
   // sample ends at its own first occurrence of it (or after 12 tokens).
   const char stop = cached.output.at(6);
-  const std::string quoted = stop == '\'' ? "\"'\"" : "'" + std::string(1, stop) + "'";
-  r = run_tinylm(sample + " --stop " + quoted, false);
+  r = run_tinylm(with(sample, {"--stop", std::string(1, stop)}), false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string separator = "\n---------------\n";
   std::vector<std::string> samples;
@@ -218,15 +218,13 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   EXPECT_NE(log.output.find("36 tokens in"), std::string::npos) << log.output;
   EXPECT_NE(log.output.find("3 samples in one batch, KV cache on"), std::string::npos) << log.output;
   // Inspection reads the modern block like the GPT-2 one.
-  r = run_tinylm("inspect " + run + " --all --json - --windows 2 --probes 1 --prompt 'ROMEO: hi'", false);
+  r = run_tinylm({"inspect", run, "--all", "--json", "-", "--windows", "2", "--probes", "1", "--prompt", "ROMEO: hi"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["attention"]["patterns"][1].size(), 2u);
   EXPECT_EQ(j["ablation"]["heads"].size(), 4u);
   // bench on its config: every figure present and positive.
-  r = run_tinylm("bench " + config.string() +
-                     " --repeats 1 --steps 1 --max-new-tokens 8 --num-samples 2 --json "
-                     "--model.pos_encoding=rope",
+  r = run_tinylm({"bench", config.string(), "--repeats", "1", "--steps", "1", "--max-new-tokens", "8", "--num-samples", "2", "--json", "--model.pos_encoding=rope"},
                  false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto b = nlohmann::json::parse(r.output);
@@ -240,60 +238,71 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
 }
 
 TEST_F(Cli, AblatingAHeadChangesEvalAndSample) {
-  const auto plain = run_tinylm("eval " + run().string() + " --json", false);
-  const auto ablated = run_tinylm("eval " + run().string() + " --json --ablate 0.1,1.0", false);
+  const auto plain = run_tinylm({"eval", run().string(), "--json"}, false);
+  const auto ablated = run_tinylm({"eval", run().string(), "--json", "--ablate", "0.1,1.0"}, false);
   ASSERT_EQ(ablated.exit_code, 0) << ablated.output;
   EXPECT_NE(nlohmann::json::parse(plain.output)["loss"], nlohmann::json::parse(ablated.output)["loss"]);
   // This run has had 4 steps: its heads barely move a sample, so check the ablation is on.
-  const auto sample = run_tinylm("sample " + run().string() + " --max-new-tokens 8 --ablate 0.0,1.1");
+  const auto sample = run_tinylm({"sample", run().string(), "--max-new-tokens", "8", "--ablate", "0.0,1.1"});
   EXPECT_EQ(sample.exit_code, 0) << sample.output;
   EXPECT_NE(sample.output.find("ablating heads 0.0, 1.1 (output zeroed at hook_z)"), std::string::npos) << sample.output;
 }
 
 TEST_F(Cli, BadInspectInputs) {
   const std::string r = run().string();
-  expect_failure(run_tinylm("inspect " + r), 2, "choose a view");
-  expect_failure(run_tinylm("inspect " + r + " --logit-lens"), 2, "--logit-lens needs --prompt");
-  expect_failure(run_tinylm("inspect " + r + " --prompt 'hi ~'"), 1, "character '~' (U+007E) at position 3");
-  const auto longer = run_tinylm("inspect " + r + " --prompt 'ROMEO: and JULIET'");  // 17 > block 16
+  expect_failure(run_tinylm({"inspect", r}), 2, "choose a view");
+  expect_failure(run_tinylm({"inspect", r, "--logit-lens"}), 2, "--logit-lens needs --prompt");
+  expect_failure(run_tinylm({"inspect", r, "--prompt", "hi ~"}), 1, "character '~' (U+007E) at position 3");
+  const auto longer = run_tinylm({"inspect", r, "--prompt", "ROMEO: and JULIET"});  // 17 > block 16
   EXPECT_EQ(longer.exit_code, 0) << longer.output;
   EXPECT_NE(longer.output.find("more than block_size 16: inspected its last 16"), std::string::npos) << longer.output;
-  expect_failure(run_tinylm("inspect " + r + " --heads --json /nonexistent/dir/x.json"), 1,
+  expect_failure(run_tinylm({"inspect", r, "--heads", "--json", "/nonexistent/dir/x.json"}), 1,
                  "cannot write /nonexistent/dir/x.json (--json): directory /nonexistent/dir does not exist");
-  expect_failure(run_tinylm("inspect " + r + " --html " + r), 1, "(--html): it is a directory");
-  expect_failure(run_tinylm("inspect " + r + " --heads --text /nonexistent.txt"), 1, "corpus not found");
-  expect_failure(run_tinylm("eval " + r + " --ablate 2.0"), 1,
+  expect_failure(run_tinylm({"inspect", r, "--html", r}), 1, "(--html): it is a directory");
+  expect_failure(run_tinylm({"inspect", r, "--heads", "--text", "/nonexistent.txt"}), 1, "corpus not found");
+  expect_failure(run_tinylm({"eval", r, "--ablate", "2.0"}), 1,
                  "--ablate: head 2.0 is not in this model: layers are 0-1 and heads 0-1");
-  expect_failure(run_tinylm("sample " + r + " --ablate 0.x"), 2, "--ablate: bad head \"0.x\"");
+  expect_failure(run_tinylm({"sample", r, "--ablate", "0.x"}), 2, "--ablate: bad head \"0.x\"");
 }
 
 TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 100000);
   const std::string out = (dir / "run").string();
+  // Its log on a pipe: once it has logged step 1, the checkpoint of step 0 is written.
+  int log[2];
+  ASSERT_EQ(::pipe(log), 0);
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::freopen("/dev/null", "w", stderr);
+    ::dup2(log[1], 2);
+    ::close(log[0]);
+    ::close(log[1]);
     ::execl(test::binary().c_str(), "tinylm", "train", config.c_str(), "--out", out.c_str(), "--threads", "1",
             static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait until training has passed its first checkpoint, then press Ctrl-C.
-  for (int i = 0; i < 600 && !std::filesystem::exists(dir / "run/state.json"); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::close(log[1]);
+  FILE* lines = ::fdopen(log[0], "r");
+  std::string seen;
+  for (char line[4096]; std::fgets(line, sizeof line, lines);) {
+    seen += line;
+    if (std::strstr(line, "info step 1:")) break;
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  if (seen.find("info step 1:") == std::string::npos) ::kill(pid, SIGKILL);  // no orphan left
+  ASSERT_NE(seen.find("info step 1:"), std::string::npos) << seen;
   ::kill(pid, SIGINT);
+  for (char line[4096]; std::fgets(line, sizeof line, lines);) seen += line;  // to the end
+  std::fclose(lines);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  ASSERT_TRUE(WIFEXITED(status)) << seen;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << seen;
+  EXPECT_NE(seen.find("interrupted: checkpoint at step"), std::string::npos) << seen;
   const auto state = nlohmann::json::parse(test::read_text(dir / "run/state.json"));
   EXPECT_GT(state["step"].get<int64_t>(), 0);
   EXPECT_LT(state["step"].get<int64_t>(), 100000);
   // And the run continues from there.
-  const auto r = run_tinylm("train " + config.string() + " --out " + out + " --resume --train.max_iters=" +
-                            std::to_string(state["step"].get<int64_t>() + 2));
+  const auto r = run_tinylm({"train", config.string(), "--out", out, "--resume", "--train.max_iters=" + std::to_string(state["step"].get<int64_t>() + 2)});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
 }
@@ -308,25 +317,25 @@ TEST(CliData, SentencePieceRunTrainsSamplesAndEvaluatesInBitsPerByte) {
   const auto config = test::write_tiny_config(
       dir.path(), test::corpora() / "botchan.txt", 4,
       "tokenizer = \"sentencepiece\"\nvocab_size = 400\nmodel_type = \"unigram\"\n");
-  auto r = run_tinylm("prepare " + config.string());
+  auto r = run_tinylm({"prepare", config.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("sentencepiece, 400 pieces"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("training a SentencePiece unigram tokenizer"), std::string::npos) << r.output;
-  r = run_tinylm("prepare " + config.string());  // current: nothing to do
+  r = run_tinylm({"prepare", config.string()});  // current: nothing to do
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;
 
-  r = run_tinylm("train " + config.string() + " --out " + (dir / "run").string());
+  r = run_tinylm({"train", config.string(), "--out", (dir / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;  // the cache served
   EXPECT_NE(r.output.find("bits/byte"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir / "run/tokenizer.model"));
   EXPECT_TRUE(std::filesystem::exists(dir / "run/best/tokenizer.model"));
 
-  r = run_tinylm("sample " + (dir / "run").string() + " --prompt \"It was\" --max-new-tokens 20 --num-samples 1", false);
+  r = run_tinylm({"sample", (dir / "run").string(), "--prompt", "It was", "--max-new-tokens", "20", "--num-samples", "1"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("It was", 0), 0u) << r.output;
-  r = run_tinylm("eval " + (dir / "run").string() + " --json", false);
+  r = run_tinylm({"eval", (dir / "run").string(), "--json"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["tokenizer"], "sentencepiece");
@@ -334,7 +343,7 @@ TEST(CliData, SentencePieceRunTrainsSamplesAndEvaluatesInBitsPerByte) {
   const double tokens_per_byte = (j["tokens"].get<double>() + 1) / j["bytes"].get<double>();
   EXPECT_LT(tokens_per_byte, 1.0);
   EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["bits_per_token"].get<double>() * tokens_per_byte, 1e-9);
-  r = run_tinylm("inspect " + (dir / "run").string() + " --prompt \"It was\" --json -", false);
+  r = run_tinylm({"inspect", (dir / "run").string(), "--prompt", "It was", "--json", "-"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::string labels;
   const auto inspected = nlohmann::json::parse(r.output);
@@ -357,7 +366,7 @@ TEST(CliData, ADiskThatFillsLeavesNoCacheBehind) {
     EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
   }
   // With room again, the same command succeeds.
-  EXPECT_EQ(run_tinylm("prepare " + config.string()).exit_code, 0);
+  EXPECT_EQ(run_tinylm({"prepare", config.string()}).exit_code, 0);
   EXPECT_TRUE(std::filesystem::exists(cache / "train.bin"));
 }
 
@@ -365,7 +374,7 @@ TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
   TempDir dir;
   const auto prepare = [&](const std::string& corpus, const std::string& data_extra) {
     std::filesystem::remove_all(test::cache_dir() / dir.path().filename());
-    return run_tinylm("prepare " + test::write_tiny_config(dir.path(), corpus, 4, data_extra).string());
+    return run_tinylm({"prepare", test::write_tiny_config(dir.path(), corpus, 4, data_extra).string()});
   };
   test::write_text(dir / "bad.txt", "fine\nstill fine\nnot \xC3( fine\n");
   expect_failure(prepare((dir / "bad.txt").string(), ""), 1,
@@ -378,8 +387,8 @@ TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
                  1, "tinyshakespeare.txt is not a SentencePiece model");
   // The SentencePiece wrapper library missing (as in a broken install).
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 4, "tokenizer = \"sentencepiece\"\n");
-  expect_failure(run_shell("TINYLM_SENTENCEPIECE_LIBRARY=" + (dir / "nowhere.so").string() + " " +
-                           test::binary().string() + " prepare " + config.string()),
+  expect_failure(run_tinylm({"prepare", config.string()}, true,
+                            {{"TINYLM_SENTENCEPIECE_LIBRARY", (dir / "nowhere.so").string()}}),
                  1, "cannot load libtinylm_sentencepiece.so, which tinylm needs for SentencePiece tokenizers");
   expect_failure(prepare(test::shakespeare(), "tokenizer = \"wordpiece\"\n"), 1,
                  "data.tokenizer must be one of char, byte, sentencepiece (got \"wordpiece\")");

@@ -178,8 +178,7 @@ class DataParallel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    const auto r = test::run_tinylm("train " + write_config(dir_->path(), 120).string() + " --out " +
-                                    reference().string());
+    const auto r = test::run_tinylm({"train", write_config(dir_->path(), 120).string(), "--out", reference().string()});
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   static void TearDownTestSuite() { delete dir_; }
@@ -191,7 +190,7 @@ TempDir* DataParallel::dir_ = nullptr;
 
 TEST_F(DataParallel, TwoRanksTrainTheModelOneProcessTrains) {
   TempDir dir;
-  const auto r = test::run_tinylm("train " + config().string() + " --out " + (dir / "two").string() + " --nproc 2");
+  const auto r = test::run_tinylm({"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // 120 train losses, 4 evals (train and val, split across the ranks). Gradient norms are
   // not compared: a few of them amplify the rounding of the split sum beyond 1e-5.
@@ -213,10 +212,9 @@ TEST_F(DataParallel, TwoRanksTrainTheModelOneProcessTrains) {
 // every weight is the same to the bit.
 TEST_F(DataParallel, TwoRanksEqualOneProcessWithTheSameMicroBatchesBitForBit) {
   TempDir dir;
-  const auto one = test::run_tinylm("train " + config().string() + " --out " + (dir / "one").string() +
-                                    " --train.batch_size=4 --train.gradient_accumulation_steps=2");
+  const auto one = test::run_tinylm({"train", config().string(), "--out", (dir / "one").string(), "--train.batch_size=4", "--train.gradient_accumulation_steps=2"});
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto two = test::run_tinylm("train " + config().string() + " --out " + (dir / "two").string() + " --nproc 2");
+  const auto two = test::run_tinylm({"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(two.exit_code, 0) << two.output;
   EXPECT_EQ(test::read_text(dir / "one/model.safetensors"), test::read_text(dir / "two/model.safetensors"));
   EXPECT_EQ(test::read_text(dir / "one/optimizer.safetensors"), test::read_text(dir / "two/optimizer.safetensors"));
@@ -227,8 +225,8 @@ TEST_F(DataParallel, EpochSamplingAndAccumulationSplitTheSameWay) {
   const auto cfg = write_config(dir.path(), 100, "gradient_accumulation_steps = 2\n",
                                 "sampling = \"epoch\"\n", /*batch_size=*/4);
   // batch_size 4 x 2 micro-steps: one process runs two micro-batches, each of 2 ranks one.
-  ASSERT_EQ(test::run_tinylm("train " + cfg.string() + " --out " + (dir / "one").string()).exit_code, 0);
-  const auto r = test::run_tinylm("train " + cfg.string() + " --out " + (dir / "two").string() + " --nproc 2");
+  ASSERT_EQ(test::run_tinylm({"train", cfg.string(), "--out", (dir / "one").string()}).exit_code, 0);
+  const auto r = test::run_tinylm({"train", cfg.string(), "--out", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_GE(expect_same_losses(dir / "one", dir / "two", 1e-5), 106);
   EXPECT_LT(max_weight_difference(dir / "one", dir / "two"), 1e-5);
@@ -252,22 +250,24 @@ TEST_F(DataParallel, TorchrunStartsTheRanks) {
 TEST_F(DataParallel, ResumeIsExactAtTheSameWorldSizeAndCloseAtAnother) {
   TempDir dir;
   const std::string cfg = config().string();
-  const auto train = [&](const std::string& out, const std::string& extra) {
-    const auto r = test::run_tinylm("train " + cfg + " --out " + (dir / out).string() + " " + extra);
+  const auto train = [&](const std::string& out, const test::Args& extra) {
+    test::Args args = {"train", cfg, "--out", (dir / out).string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = test::run_tinylm(args);
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.output;
   };
   // 2 ranks unbroken, and 2 ranks stopped at step 80 then resumed: the same bits.
-  train("two", "--nproc 2");
+  train("two", {"--nproc", "2"});
   // (Stopped at an eval step, 80, so that no extra eval draws from the eval generator.)
-  train("two_resumed", "--nproc 2 --train.max_iters=80");
-  const std::string resumed = train("two_resumed", "--nproc 2 --resume --train.max_iters=120");
+  train("two_resumed", {"--nproc", "2", "--train.max_iters=80"});
+  const std::string resumed = train("two_resumed", {"--nproc", "2", "--resume", "--train.max_iters=120"});
   EXPECT_EQ(resumed.find("float tolerance"), std::string::npos) << resumed;
   EXPECT_EQ(expect_same_losses(dir / "two", dir / "two_resumed", 0.0), 128);
   EXPECT_EQ(max_weight_difference(dir / "two", dir / "two_resumed"), 0.0);
   // 1 process to step 80, then 2 ranks: the same data order, float tolerance, said so.
-  train("one_then_two", "--train.max_iters=80");
-  const std::string across = train("one_then_two", "--nproc 2 --resume --train.max_iters=120");
+  train("one_then_two", {"--train.max_iters=80"});
+  const std::string across = train("one_then_two", {"--nproc", "2", "--resume", "--train.max_iters=120"});
   EXPECT_NE(across.find("the checkpoint was written by 1 rank and this run has 2: the data order is "
                         "the same, so results now match an unbroken run to float tolerance, not bit "
                         "for bit"),
@@ -280,16 +280,18 @@ TEST_F(DataParallel, ResumeIsExactAtTheSameWorldSizeAndCloseAtAnother) {
 // state: with dropout on, a resumed run still draws the masks of an unbroken one.
 TEST_F(DataParallel, ResumeWithDropoutIsExactAtOneAndTwoRanks) {
   TempDir dir;
-  for (const std::string& ranks : {std::string(""), std::string(" --nproc 2")}) {
+  for (const test::Args& ranks : {test::Args{}, test::Args{"--nproc", "2"}}) {
     const std::string name = ranks.empty() ? "one" : "two";
-    const auto train = [&](const std::string& out, const std::string& extra) {
-      const auto r = test::run_tinylm("train " + config().string() + " --out " + (dir / out).string() +
-                                      " --model.dropout=0.2" + ranks + extra);
+    const auto train = [&](const std::string& out, const test::Args& extra) {
+      test::Args args = {"train", config().string(), "--out", (dir / out).string(), "--model.dropout=0.2"};
+      args.insert(args.end(), ranks.begin(), ranks.end());
+      args.insert(args.end(), extra.begin(), extra.end());
+      const auto r = test::run_tinylm(args);
       EXPECT_EQ(r.exit_code, 0) << r.output;
     };
-    train(name, "");
-    train(name + "_resumed", " --train.max_iters=80");
-    train(name + "_resumed", " --resume --train.max_iters=120");
+    train(name, {});
+    train(name + "_resumed", {"--train.max_iters=80"});
+    train(name + "_resumed", {"--resume", "--train.max_iters=120"});
     EXPECT_EQ(expect_same_losses(dir / name, dir / (name + "_resumed"), 0.0), 128) << name;
     EXPECT_EQ(max_weight_difference(dir / name, dir / (name + "_resumed")), 0.0) << name;
   }
@@ -318,8 +320,7 @@ TEST_F(DataParallel, AKilledRankStopsTheOthersNamingIt) {
     for (const pid_t rank : ranks) EXPECT_FALSE(alive(rank)) << "rank " << rank << " left running";
     // The last complete checkpoint resumes.
     const int64_t step = json::parse(test::read_text(dir / "run/state.json"))["step"].get<int64_t>();
-    const auto r = test::run_tinylm("train " + cfg.string() + " --out " + (dir / "run").string() +
-                                    " --resume --nproc 2 --train.max_iters=" + std::to_string(step + 3));
+    const auto r = test::run_tinylm({"train", cfg.string(), "--out", (dir / "run").string(), "--resume", "--nproc", "2", "--train.max_iters=" + std::to_string(step + 3)});
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
   }
@@ -453,44 +454,47 @@ TEST_F(DataParallel, RanksWithDifferentConfigsOrBuildsAreRefused) {
 
 TEST_F(DataParallel, BadWorldsAndDevicesAreClearErrors) {
   TempDir dir;
-  const std::string train = "train " + config().string() + " --out " + (dir / "run").string();
-  const auto env_run = [&](const std::string& env) {
-    return test::run_command(env + " " + test::binary().string() + " " + train + " 2>&1");
+  const test::Args train = {"train", config().string(), "--out", (dir / "run").string()};
+  const auto with = [&](const test::Args& more) {
+    test::Args args = train;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
   };
   struct Case {
-    std::string env;
+    test::Env env;
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {"RANK=x WORLD_SIZE=2", "environment variable RANK=\"x\" is not an integer in [0, 1]"},
-           {"RANK=2 WORLD_SIZE=2", "environment variable RANK=\"2\" is not an integer in [0, 1]"},
-           {"RANK=0 WORLD_SIZE=0", "environment variable WORLD_SIZE=\"0\" is not an integer"},
-           {"RANK=0 WORLD_SIZE=2 MASTER_PORT=70000", "environment variable MASTER_PORT=\"70000\""},
-           {"RANK=0", "RANK and WORLD_SIZE must be set together"},
-           {"RANK=0 WORLD_SIZE=1 MASTER_PORT=" + std::to_string(free_port()), ""},  // a world of one
+           {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "environment variable RANK=\"x\" is not an integer in [0, 1]"},
+           {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "environment variable RANK=\"2\" is not an integer in [0, 1]"},
+           {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "environment variable WORLD_SIZE=\"0\" is not an integer"},
+           {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "environment variable MASTER_PORT=\"70000\""},
+           {{{"RANK", "0"}}, "RANK and WORLD_SIZE must be set together"},
+           {{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", std::to_string(free_port())}}, ""},  // a world of one
        }) {
-    const auto r = env_run(c.env);
+    const auto r = test::run_tinylm(train, true, c.env);
+    const std::string env = c.env.front().first + "=" + c.env.front().second + "...";
     if (c.message.empty()) {
-      EXPECT_EQ(r.exit_code, 0) << c.env << "\n" << r.output;
+      EXPECT_EQ(r.exit_code, 0) << env << "\n" << r.output;
       fs::remove_all(dir / "run");
       continue;
     }
-    EXPECT_EQ(r.exit_code, 2) << c.env << "\n" << r.output;
-    EXPECT_NE(r.output.find(c.message), std::string::npos) << c.env << "\n" << r.output;
+    EXPECT_EQ(r.exit_code, 2) << env << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << env << "\n" << r.output;
   }
   // A global batch of 8 sequences cannot be split over 3 ranks: every rank says so.
-  const auto three = test::run_tinylm(train + " --nproc 3");
+  const auto three = test::run_tinylm(with({"--nproc", "3"}));
   EXPECT_EQ(three.exit_code, 1) << three.output;
   EXPECT_NE(three.output.find("train.batch_size x train.gradient_accumulation_steps = 8 sequences, "
                               "does not split evenly over 3 ranks"),
             std::string::npos)
       << three.output;
   // --device: malformed is a usage error; CUDA from a CPU-only LibTorch says so.
-  const auto gpu = test::run_tinylm(train + " --device gpu");
+  const auto gpu = test::run_tinylm(with({"--device", "gpu"}));
   EXPECT_EQ(gpu.exit_code, 2) << gpu.output;
   EXPECT_NE(gpu.output.find("--device must be cpu, cuda or cuda:N (got \"gpu\")"), std::string::npos);
   if (!torch::cuda::is_available()) {
-    const auto cuda = test::run_tinylm(train + " --device cuda");
+    const auto cuda = test::run_tinylm(with({"--device", "cuda"}));
     EXPECT_EQ(cuda.exit_code, 1) << cuda.output;
     EXPECT_NE(cuda.output.find("device cuda: this tinylm is built against LibTorch " TORCH_VERSION
                                " without CUDA; build it against a CUDA one"),

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -86,11 +88,45 @@ inline CommandResult run_command(const std::string& command) {
   return result;
 }
 
-// Runs `tinylm ARGS` through the shell (ARGS are shell words) with 1 thread; the output
-// has stdout, and stderr too unless `with_stderr` is false.
-inline CommandResult run_tinylm(const std::string& args, bool with_stderr = true) {
-  return run_command(binary().string() + " " + args + " --threads 1" +
-                     (with_stderr ? " 2>&1" : " 2>/dev/null"));
+using Args = std::vector<std::string>;
+using Env = std::vector<std::pair<std::string, std::string>>;
+
+// Runs `tinylm ARGS --threads 1` directly, no shell, with `env` added to the environment;
+// the output has stdout, and stderr too unless `with_stderr` is false.
+inline CommandResult run_tinylm(const Args& args, bool with_stderr = true, const Env& env = {}) {
+  std::vector<std::string> words = {"tinylm"};
+  words.insert(words.end(), args.begin(), args.end());
+  words.insert(words.end(), {"--threads", "1"});
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  int out[2];
+  if (::pipe(out) != 0) return {};
+  const std::string path = binary().string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    if (with_stderr) {
+      ::dup2(out[1], 2);
+    } else {
+      ::freopen("/dev/null", "w", stderr);
+    }
+    ::close(out[0]);
+    ::close(out[1]);
+    for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
+    ::execv(path.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  CommandResult result;
+  std::array<char, 4096> buffer;
+  ssize_t n;
+  while ((n = ::read(out[0], buffer.data(), buffer.size())) > 0) result.output.append(buffer.data(), static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
 }
 
 // A token cache directory for this test process, removed when it ends.

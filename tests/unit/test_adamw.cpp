@@ -21,7 +21,9 @@ torch::Tensor loss_of(GPT& model, const torch::Tensor& x) {
 
 TEST(AdamW, MatchesLibTorchsAdamWWithDecayGroupsAndClipping) {
   TrainConfig t;
-  t.beta1 = 0.9, t.beta2 = 0.95, t.weight_decay = 0.1;
+  t.beta1 = 0.9;
+  t.beta2 = 0.95;
+  t.weight_decay = 0.1;
   // Without biases: the key bias has a gradient of exactly zero in theory (softmax ignores a
   // constant added to every score), so Adam turns its rounding noise into full-size steps
   // that two correct implementations need not share.
@@ -91,7 +93,9 @@ TEST(AdamW, MomentsRoundTripAndMisshapenOnesAreNamed) {
 // The whole-buffer operators that devices other than the CPU run are the same update.
 TEST(AdamW, OperatorPathEqualsTheFusedLoop) {
   TrainConfig t;
-  t.beta1 = 0.9, t.beta2 = 0.95, t.weight_decay = 0.1;
+  t.beta1 = 0.9;
+  t.beta2 = 0.95;
+  t.weight_decay = 0.1;
   ModelConfig c = small_config();
   c.bias = false;  // the key bias's gradient is rounding noise (see the test above)
   GPT a = test::random_model(c), b = test::random_model(c);

@@ -163,7 +163,8 @@ TEST(Generation, BatchRowsAreIndependentSamples) {
   ASSERT_EQ(batch.size(), 3u);
   for (const auto& row : batch) EXPECT_EQ(row, single[0]);
   // Sampled, the rows differ.
-  o.sampling.temperature = 1.0, o.num_samples = 3;
+  o.sampling.temperature = 1.0;
+  o.num_samples = 3;
   const auto sampled = generate(model, {1, 2, 3}, o, rng);
   EXPECT_TRUE(sampled[0] != sampled[1] || sampled[1] != sampled[2]);
 }

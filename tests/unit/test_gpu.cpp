@@ -60,7 +60,8 @@ TEST_F(Gpu, LogitsEqualTheCpus) {
 // losses and weights.
 TEST_F(Gpu, TrainingStepsEqualTheCpus) {
   TrainConfig t;
-  t.batch_size = 4, t.gradient_accumulation_steps = 2;
+  t.batch_size = 4;
+  t.gradient_accumulation_steps = 2;
   GPT cpu = test::random_model(gpu_config()), gpu = test::random_model(gpu_config());
   cpu->train(), gpu->train();
   gpu->to(kCuda);

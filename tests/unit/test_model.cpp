@@ -56,7 +56,10 @@ TEST(Model, OptionsChangeTheParameterSet) {
 
 TEST(Model, Gpt2InitStatistics) {
   ModelConfig c = small_config();
-  c.n_embd = 64, c.n_head = 4, c.n_layer = 8, c.vocab_size = 300;
+  c.n_embd = 64;
+  c.n_head = 4;
+  c.n_layer = 8;
+  c.vocab_size = 300;
   GPT model = initialised_model(c);
   auto p = model->named_parameters();
   EXPECT_NEAR(p["transformer.wte.weight"].std().item<double>(), 0.02, 0.002);

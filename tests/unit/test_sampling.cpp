@@ -7,6 +7,7 @@
 #include <set>
 
 #include "model/generate.h"
+#include "small_model.h"
 
 namespace tinylm {
 namespace {
@@ -61,8 +62,7 @@ TEST(Sampling, FrequenciesFollowTheSoftmax) {
 }
 
 TEST(Sampling, SameSeedSameText) {
-  ModelConfig c;
-  c.n_layer = 1, c.n_head = 1, c.n_embd = 8, c.block_size = 4, c.vocab_size = 7;
+  const ModelConfig c = test::small_config({"n_layer=1", "n_head=1", "n_embd=8", "block_size=4"}, 7);
   GPT model(c);
   auto init = at::make_generator<at::CPUGeneratorImpl>(1);
   model->init_weights(init);
@@ -93,7 +93,8 @@ TEST(Sampling, EachRowOfABatchIsFilteredOnItsOwn) {
   EXPECT_EQ(seen(o), (std::vector<std::set<int64_t>>{{1}, {2}}));
   o.top_p = 0.6;
   EXPECT_EQ(seen(o), (std::vector<std::set<int64_t>>{{1}, {0, 2}}));
-  o.top_p = 1.0, o.top_k = 2;
+  o.top_p = 1.0;
+  o.top_k = 2;
   EXPECT_EQ(seen(o), (std::vector<std::set<int64_t>>{{0, 1, 2}, {0, 2}}));
 }
 

@@ -8,11 +8,11 @@ namespace tinylm {
 
 void check_split_fits(const TokenSequence& tokens, int64_t block_size, const std::string& split) {
   if (tokens.size() < block_size + 1) {
-    throw std::runtime_error("the " + split + " split has " + std::to_string(tokens.size()) +
-                             " tokens, fewer than block_size + 1 = " +
-                             std::to_string(block_size + 1) +
-                             "; use a larger corpus, a smaller model.block_size, or change "
-                             "data.train_fraction");
+    throw std::runtime_error(
+        "the " + split + " split has " + std::to_string(tokens.size()) +
+        " tokens, fewer than block_size + 1 = " + std::to_string(block_size + 1) +
+        "; use a larger corpus, a smaller model.block_size, or change "
+        "data.train_fraction");
   }
 }
 
@@ -58,8 +58,8 @@ EpochSampler::EpochSampler(TokenSequence tokens, int64_t block_size, int64_t bat
 
 torch::Tensor EpochSampler::order(int64_t epoch) const {
   // A generator per epoch, so that the order of any epoch is known without the ones before.
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(
-      seed_ * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(epoch) + 1);
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(seed_ * 0x9E3779B97F4A7C15ULL +
+                                                            static_cast<uint64_t>(epoch) + 1);
   return torch::randperm(windows_, generator, torch::TensorOptions().dtype(torch::kInt64)) *
          block_size_;
 }

@@ -53,8 +53,8 @@ CharTokenizer CharTokenizer::from_json(const nlohmann::json& doc, std::string_vi
     if (!entry.is_string()) {
       throw std::runtime_error(where + ": vocab entry " + std::to_string(i) + " is not a string");
     }
-    const std::vector<char32_t> cps =
-        decode_utf8(entry.get_ref<const std::string&>(), where + " vocab entry " + std::to_string(i));
+    const std::vector<char32_t> cps = decode_utf8(entry.get_ref<const std::string&>(),
+                                                  where + " vocab entry " + std::to_string(i));
     if (cps.size() != 1) {
       throw std::runtime_error(where + ": vocab entry " + std::to_string(i) +
                                " must be exactly one character");
@@ -87,9 +87,9 @@ std::vector<int64_t> CharTokenizer::encode(std::string_view text, std::string_vi
     const int32_t id = cp < id_of_.size() ? id_of_[cp] : -1;
     if (id < 0) {
       throw std::runtime_error("character " + describe_code_point(cp) + " at position " +
-                               std::to_string(i) + " (line " + std::to_string(line) +
-                               ", column " + std::to_string(column) + ") of " +
-                               std::string(source) + " is not in the tokenizer's vocabulary of " +
+                               std::to_string(i) + " (line " + std::to_string(line) + ", column " +
+                               std::to_string(column) + ") of " + std::string(source) +
+                               " is not in the tokenizer's vocabulary of " +
                                std::to_string(vocab_.size()) + " characters");
     }
     ids[i] = id;

@@ -15,9 +15,11 @@ std::string induction_corpus(int64_t chars, uint64_t seed) {
   text.reserve(static_cast<size_t>(chars) + 100);
   std::string segment;
   while (static_cast<int64_t>(text.size()) < chars) {
-    for (uint64_t n = uniform(0, kInductionPrefixMax); n > 0; --n) text += kInductionAlphabet[uniform(0, 63)];
+    for (uint64_t n = uniform(0, kInductionPrefixMax); n > 0; --n)
+      text += kInductionAlphabet[uniform(0, 63)];
     segment.clear();
-    for (uint64_t n = uniform(kInductionSegmentMin, kInductionSegmentMax); n > 0; --n) segment += kInductionAlphabet[uniform(0, 63)];
+    for (uint64_t n = uniform(kInductionSegmentMin, kInductionSegmentMax); n > 0; --n)
+      segment += kInductionAlphabet[uniform(0, 63)];
     text += segment;
     text += segment;
   }

@@ -7,8 +7,8 @@
 // no separator. Segments as short as 2 are there so that the canonical circuit (a head that
 // reads the previous token, then one that attends to the token after the earlier copy) pays
 // more than its shifted variants: with segments of 8-32, trained models stalled or found a
-// head that reads 13 tokens back instead of 1 (docs/INSPECT.md, "A task where the answer is known").
-// The 64 symbols are the base64 alphabet, so the char tokenizer gives a vocabulary of
+// head that reads 13 tokens back instead of 1 (docs/INSPECT.md, "A task where the answer is
+// known"). The 64 symbols are the base64 alphabet, so the char tokenizer gives a vocabulary of
 // exactly 64. Deterministic for a seed, on every platform.
 
 #include <cstdint>

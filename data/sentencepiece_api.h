@@ -44,8 +44,8 @@ typedef int (*tinylm_spm_next_sentence)(void* context, const char** text, size_t
 // Trains a model with SentencePiece's options as key/value pairs ("vocab_size" -> "8000");
 // *model is the malloc'd bytes of the .model file.
 int tinylm_spm_train(const char* const* keys, const char* const* values, size_t count,
-                     tinylm_spm_next_sentence next, void* context, char** model,
-                     size_t* model_size, char** error);
+                     tinylm_spm_next_sentence next, void* context, char** model, size_t* model_size,
+                     char** error);
 
 void tinylm_spm_free(void* pointer);
 

@@ -46,8 +46,9 @@ class CallbackSentences : public sentencepiece::SentenceIterator {
       value_.assign(text, size);
     } else {
       done_ = true;
-      if (got < 0) status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kAborted,
-                                                         "reading the training text failed");
+      if (got < 0)
+        status_ = sentencepiece::util::Status(sentencepiece::util::StatusCode::kAborted,
+                                              "reading the training text failed");
     }
   }
   const std::string& value() const override { return value_; }
@@ -134,14 +135,15 @@ const char* tinylm_spm_piece(const tinylm_spm* model, int id, int* kind) {
 }
 
 int tinylm_spm_train(const char* const* keys, const char* const* values, size_t count,
-                     tinylm_spm_next_sentence next, void* context, char** model,
-                     size_t* model_size, char** error) {
+                     tinylm_spm_next_sentence next, void* context, char** model, size_t* model_size,
+                     char** error) {
   try {
     std::unordered_map<std::string, std::string> options;
     for (size_t i = 0; i < count; ++i) options[keys[i]] = values[i];
     CallbackSentences sentences(next, context);
     std::string serialized;
-    const auto status = sentencepiece::SentencePieceTrainer::Train(options, &sentences, &serialized);
+    const auto status =
+        sentencepiece::SentencePieceTrainer::Train(options, &sentences, &serialized);
     if (!status.ok()) return fail(error, status.ToString());
     *model = static_cast<char*>(std::malloc(std::max<size_t>(serialized.size(), 1)));
     if (!*model) return fail(error, "out of memory");

@@ -6,8 +6,8 @@
 #include <regex>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/fmt/fmt.h>
+#include <nlohmann/json.hpp>
 
 #include "data/io/atomic_file.h"
 #include "data/io/files.h"
@@ -85,9 +85,10 @@ Library open_library() {
     get(lib.free, "tinylm_spm_free");
     return lib;
   }
-  throw std::runtime_error(std::string("cannot load ") + kLibraryName +
-                           ", which tinylm needs for SentencePiece tokenizers. Tried:" + tried +
-                           "\nBuild it (`make build`), or set TINYLM_SENTENCEPIECE_LIBRARY to its path");
+  throw std::runtime_error(
+      std::string("cannot load ") + kLibraryName +
+      ", which tinylm needs for SentencePiece tokenizers. Tried:" + tried +
+      "\nBuild it (`make build`), or set TINYLM_SENTENCEPIECE_LIBRARY to its path");
 }
 
 const Library& library() {
@@ -131,7 +132,8 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string model, std::unique_pt
     } else if (kind == TINYLM_SPM_UNKNOWN) {
       bytes = " \xE2\x81\x87 ";  // what SentencePiece decodes an unknown piece as
     } else {
-      for (size_t at = piece.find(kSpaceMark); at != std::string::npos; at = piece.find(kSpaceMark, at + 1)) {
+      for (size_t at = piece.find(kSpaceMark); at != std::string::npos;
+           at = piece.find(kSpaceMark, at + 1)) {
         piece.replace(at, kSpaceMark.size(), " ");
       }
       bytes = piece;
@@ -245,16 +247,19 @@ extern "C" int next_training_line(void* context, const char** text, size_t* size
 std::string explain_training_error(const std::string& message, const SentencePieceTraining& o,
                                    const std::string& corpus) {
   std::smatch m;
-  if (std::regex_search(message, m, std::regex(R"(Vocabulary size (?:is )?too high \((\d+)\).*<= (\d+))"))) {
+  if (std::regex_search(message, m,
+                        std::regex(R"(Vocabulary size (?:is )?too high \((\d+)\).*<= (\d+))"))) {
     return "data.vocab_size = " + m[1].str() + " is more than " + corpus +
            " supports: SentencePiece can make at most " + m[2].str() +
            " pieces from this text. Set [data] vocab_size to " + m[2].str() +
            " or less, or train on more text";
   }
-  if (std::regex_search(message, m, std::regex(R"(smaller than required_chars\. (\d+) vs (\d+))"))) {
+  if (std::regex_search(message, m,
+                        std::regex(R"(smaller than required_chars\. (\d+) vs (\d+))"))) {
     return "data.vocab_size = " + m[1].str() + " is too small: " + corpus + " has " + m[2].str() +
            " distinct characters (with data.character_coverage = " +
-           fmt::format("{:g}", o.character_coverage) + ") and each needs a piece. Raise [data] vocab_size, or lower data.character_coverage";
+           fmt::format("{:g}", o.character_coverage) +
+           ") and each needs a piece. Raise [data] vocab_size, or lower data.character_coverage";
   }
   return "training the SentencePiece tokenizer on " + corpus + " failed: " + message;
 }

@@ -49,12 +49,12 @@ class SentencePieceTokenizer : public Tokenizer {
 };
 
 struct SentencePieceTraining {
-  std::string model_type = "bpe";     // bpe | unigram
+  std::string model_type = "bpe";  // bpe | unigram
   int64_t vocab_size = 1024;
   double character_coverage = 1.0;
   bool byte_fallback = true;
   std::vector<std::string> user_defined_symbols;  // kept whole, e.g. "<|endoftext|>"
-  int64_t max_sentences = 2000000;    // a random sample of this many lines trains it
+  int64_t max_sentences = 2000000;                // a random sample of this many lines trains it
   int threads = 1;
 };
 

@@ -32,7 +32,9 @@ class DirectoryLock {
     fs::create_directories(dir);
     const fs::path path = dir / ".lock";
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error("cannot write to the token cache " + dir.string() + ": " + std::strerror(errno));
+    if (fd_ < 0)
+      throw std::runtime_error("cannot write to the token cache " + dir.string() + ": " +
+                               std::strerror(errno));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       spdlog::info("waiting for another tinylm that is preparing {}", dir.string());
       ::flock(fd_, LOCK_EX);
@@ -78,7 +80,8 @@ uint64_t encode_files(const std::vector<fs::path>& files, const Tokenizer& token
   uint64_t read_before = 0;
   while (reader.next(chunk)) {
     auto text = std::make_shared<const std::string>(std::move(chunk.text));
-    const std::string source = chunk.file.string() + " (from byte " + std::to_string(chunk.offset) + ")";
+    const std::string source =
+        chunk.file.string() + " (from byte " + std::to_string(chunk.offset) + ")";
     pending.push_back(std::async(std::launch::async, [&tokenizer, text, source] {
       return tokenizer.encode(*text, source);
     }));
@@ -100,7 +103,8 @@ uint64_t total_size(const std::vector<fs::path>& files) {
 std::string cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed, uint64_t source_fp,
                           std::unique_ptr<Tokenizer>& cached) {
   const fs::path train = spec.dir / "train.bin", val = spec.dir / "val.bin";
-  if (!fs::exists(train) || !fs::exists(val)) return "there is no token cache in " + spec.dir.string() + " yet";
+  if (!fs::exists(train) || !fs::exists(val))
+    return "there is no token cache in " + spec.dir.string() + " yet";
   TokenFileHeader headers[2];
   try {
     headers[0] = read_token_file_header(train);
@@ -113,7 +117,8 @@ std::string cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed, ui
     if (h.source_fingerprint != source_fp) {
       return "the corpus or the data settings changed since " + spec.dir.string() + " was made";
     }
-    if (h.tokenizer_fingerprint != cached->fingerprint() || h.vocab_size != static_cast<uint64_t>(cached->vocab_size())) {
+    if (h.tokenizer_fingerprint != cached->fingerprint() ||
+        h.vocab_size != static_cast<uint64_t>(cached->vocab_size())) {
       return "the token files in " + spec.dir.string() + " were made with another tokenizer";
     }
   }
@@ -128,7 +133,8 @@ PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
   const auto start = std::chrono::steady_clock::now();
   fs::create_directories(spec.dir);
   for (const auto& entry : fs::directory_iterator(spec.dir)) {  // left by a crash
-    if (entry.path().filename().string().find(".tmp-") != std::string::npos) fs::remove(entry.path());
+    if (entry.path().filename().string().find(".tmp-") != std::string::npos)
+      fs::remove(entry.path());
   }
   fs::remove(spec.dir / "train.bin");  // no old file outlives a failed rebuild
   fs::remove(spec.dir / "val.bin");
@@ -144,7 +150,8 @@ PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
 
   const uint64_t total = total_size(spec.train_files) + total_size(spec.val_files);
   uint64_t done = 0;
-  uint64_t train_bytes = encode_files(spec.train_files, *tokenizer, spec, lengths, train, done, total);
+  uint64_t train_bytes =
+      encode_files(spec.train_files, *tokenizer, spec, lengths, train, done, total);
   uint64_t val_bytes = 0;
   if (spec.val_files.empty()) {
     const uint64_t n = train.count();
@@ -162,7 +169,8 @@ PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
     val_bytes = encode_files(spec.val_files, *tokenizer, spec, lengths, val, done, total);
   }
   if (train.count() == 0 || val.count() == 0) {
-    throw std::runtime_error(std::string("the corpus gives no ") + (train.count() == 0 ? "train" : "val") +
+    throw std::runtime_error(std::string("the corpus gives no ") +
+                             (train.count() == 0 ? "train" : "val") +
                              " tokens: it is empty, or too small for data.train_fraction = " +
                              std::to_string(spec.train_fraction));
   }
@@ -174,7 +182,8 @@ PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
   prepared.val = open_token_file(spec.dir / "val.bin").split();
   prepared.rebuilt = true;
   prepared.source_bytes = total;
-  prepared.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  prepared.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return prepared;
 }
 
@@ -198,8 +207,9 @@ std::string token_cache_problem(const TokenCacheSpec& spec, const Tokenizer* fix
   return cache_problem(spec, fixed, source_fingerprint(spec), cached);
 }
 
-PreparedCorpus prepare_token_cache(const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
-                                   const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer) {
+PreparedCorpus prepare_token_cache(
+    const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
+    const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer) {
   const uint64_t source_fp = source_fingerprint(spec);
   const DirectoryLock lock(spec.dir);
   std::unique_ptr<Tokenizer> cached;
@@ -212,11 +222,13 @@ PreparedCorpus prepare_token_cache(const TokenCacheSpec& spec, std::shared_ptr<c
     return prepared;
   }
   spdlog::info("tokenizing the corpus: {}", problem);
-  std::shared_ptr<const Tokenizer> tokenizer = fixed ? fixed : std::shared_ptr<const Tokenizer>(make_tokenizer());
+  std::shared_ptr<const Tokenizer> tokenizer =
+      fixed ? fixed : std::shared_ptr<const Tokenizer>(make_tokenizer());
   return rebuild(spec, source_fp, std::move(tokenizer));
 }
 
-TokenSplit encode_in_memory(const Tokenizer& tokenizer, std::string_view text, std::string_view source) {
+TokenSplit encode_in_memory(const Tokenizer& tokenizer, std::string_view text,
+                            std::string_view source) {
   std::vector<int64_t> ids = tokenizer.encode(text, source);
   const uint64_t bytes = count_bytes(byte_lengths(tokenizer), ids.data(), ids.size());
   return {TokenSequence::from_ids(std::move(ids)), bytes};

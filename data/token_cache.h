@@ -26,7 +26,7 @@ struct TokenCacheSpec {
   std::vector<std::filesystem::path> train_files;
   std::vector<std::filesystem::path> val_files;  // empty: the last part of the tokens validates
   double train_fraction = 0.9;                   // of the tokens, when val_files is empty
-  uint64_t recipe_fingerprint = 0;  // the caller's settings that shape the tokens
+  uint64_t recipe_fingerprint = 0;               // the caller's settings that shape the tokens
   size_t chunk_bytes = size_t{4} << 20;
   int threads = 1;
   // Called as the text is encoded: bytes done, bytes in all.
@@ -44,8 +44,9 @@ struct PreparedCorpus {
 
 // Reuses or rebuilds the cache. `make_tokenizer` runs only when a rebuild needs a tokenizer
 // and `fixed` is null; with `fixed`, the cache must have been made by that tokenizer.
-PreparedCorpus prepare_token_cache(const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
-                                   const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer);
+PreparedCorpus prepare_token_cache(
+    const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
+    const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer);
 
 // Why the cache in spec.dir cannot be used as it is ("" when it can).
 std::string token_cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed);
@@ -54,6 +55,7 @@ std::string token_cache_problem(const TokenCacheSpec& spec, const Tokenizer* fix
 uint64_t source_fingerprint(const TokenCacheSpec& spec);
 
 // Encodes `text` in the same line-aligned way prepare does; for text held in memory.
-TokenSplit encode_in_memory(const Tokenizer& tokenizer, std::string_view text, std::string_view source);
+TokenSplit encode_in_memory(const Tokenizer& tokenizer, std::string_view text,
+                            std::string_view source);
 
 }  // namespace tinylm

@@ -82,7 +82,8 @@ TokenFileHeader read_token_file_header(const fs::path& path) {
   if (ec) throw std::runtime_error("cannot read " + path.string() + ": " + ec.message());
   unsigned char header[kTokenFileHeaderBytes] = {};
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+  if (fd < 0)
+    throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
   const ssize_t n = ::pread(fd, header, sizeof header, 0);
   ::close(fd);
   if (n < 0 || static_cast<uint64_t>(n) < std::min<uint64_t>(size, kTokenFileHeaderBytes)) {
@@ -116,8 +117,9 @@ void TokenFileWriter::read_back(uint64_t start, uint64_t count, int64_t* out) co
   const int fd = ::open(file_.temporary_path().c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("cannot read back " + file_.temporary_path().string());
   std::string bytes(count * header_.token_width, '\0');
-  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(),
-                            static_cast<off_t>(kTokenFileHeaderBytes + start * header_.token_width));
+  const ssize_t n =
+      ::pread(fd, bytes.data(), bytes.size(),
+              static_cast<off_t>(kTokenFileHeaderBytes + start * header_.token_width));
   ::close(fd);
   if (n != static_cast<ssize_t>(bytes.size())) {
     throw std::runtime_error("cannot read back " + file_.temporary_path().string());
@@ -140,7 +142,8 @@ void TokenFileWriter::commit(uint64_t text_bytes) {
 
 TokenFile open_token_file(const fs::path& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
+  if (fd < 0)
+    throw std::runtime_error("cannot open " + path.string() + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ::close(fd);
@@ -153,14 +156,15 @@ TokenFile open_token_file(const fs::path& path) {
     if (size == 0) decode_header(nullptr, 0, path);  // throws: empty
     throw std::runtime_error("cannot map " + path.string() + ": " + std::strerror(errno));
   }
-  std::shared_ptr<const void> owner(mapped, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
+  std::shared_ptr<const void> owner(
+      mapped, [size](const void* p) { ::munmap(const_cast<void*>(p), size); });
   const auto* bytes = static_cast<const unsigned char*>(mapped);
   TokenFile file;
   file.header = decode_header(bytes, size, path);
   ::madvise(mapped, size, MADV_RANDOM);  // training reads windows at random offsets
-  file.tokens = TokenSequence(owner, bytes + kTokenFileHeaderBytes,
-                              static_cast<int>(file.header.token_width),
-                              static_cast<int64_t>(file.header.count));
+  file.tokens =
+      TokenSequence(owner, bytes + kTokenFileHeaderBytes, static_cast<int>(file.header.token_width),
+                    static_cast<int64_t>(file.header.count));
   return file;
 }
 

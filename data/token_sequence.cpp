@@ -8,9 +8,13 @@ namespace tinylm {
 
 TokenSequence::TokenSequence(std::shared_ptr<const void> owner, const void* data, int width,
                              int64_t size)
-    : owner_(std::move(owner)), data_(static_cast<const unsigned char*>(data)), width_(width), size_(size) {
+    : owner_(std::move(owner)),
+      data_(static_cast<const unsigned char*>(data)),
+      width_(width),
+      size_(size) {
   if (width != 2 && width != 4 && width != 8) {
-    throw std::invalid_argument("token width must be 2, 4 or 8 bytes (got " + std::to_string(width) + ")");
+    throw std::invalid_argument("token width must be 2, 4 or 8 bytes (got " +
+                                std::to_string(width) + ")");
   }
 }
 
@@ -27,8 +31,9 @@ int64_t TokenSequence::at(int64_t i) const {
 
 void TokenSequence::copy_to(int64_t start, int64_t count, int64_t* out) const {
   if (start < 0 || count < 0 || start + count > size_) {
-    throw std::out_of_range("tokens [" + std::to_string(start) + ", " + std::to_string(start + count) +
-                            ") are outside a sequence of " + std::to_string(size_));
+    throw std::out_of_range("tokens [" + std::to_string(start) + ", " +
+                            std::to_string(start + count) + ") are outside a sequence of " +
+                            std::to_string(size_));
   }
   const unsigned char* src = data_ + static_cast<size_t>(start) * static_cast<size_t>(width_);
   switch (width_) {

@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/io/atomic_file.h"
 #include "data/char_tokenizer.h"
+#include "data/io/atomic_file.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
 #include "data/sentencepiece_tokenizer.h"
@@ -86,7 +86,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     throw std::runtime_error(path.string() + ": expected an object with a string \"type\"");
   }
   const std::string type = doc["type"];
-  if (type == "char") return std::make_unique<CharTokenizer>(CharTokenizer::from_json(doc, path.string()));
+  if (type == "char")
+    return std::make_unique<CharTokenizer>(CharTokenizer::from_json(doc, path.string()));
   if (type == "byte") return make_byte_tokenizer();
   if (type == "sentencepiece") {
     const std::string model = doc.value("model", std::string("tokenizer.model"));

@@ -26,7 +26,9 @@ torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, b
 
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           bool causal, double dropout, bool training, const AttentionHooks& hooks) {
-  const auto hooked = [](const HookPoint* point, torch::Tensor x) { return point ? (*point)(x) : x; };
+  const auto hooked = [](const HookPoint* point, torch::Tensor x) {
+    return point ? (*point)(x) : x;
+  };
 #if TORCH_VERSION_MAJOR >= 2
   // On CUDA, when no hook reads or replaces the scores or the pattern, the fused kernel
   // (flash or memory-efficient attention) computes z without ever storing the T x T
@@ -41,15 +43,15 @@ AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const 
   }
 #endif
   torch::Tensor scores = hooked(hooks.scores, attention_scores(q, k, causal));  // (B, nh, T, T)
-  torch::Tensor pattern = hooked(hooks.pattern, torch::softmax(scores, -1));     // (B, nh, T, T)
+  torch::Tensor pattern = hooked(hooks.pattern, torch::softmax(scores, -1));    // (B, nh, T, T)
   torch::Tensor attended = pattern;
   if (training && dropout > 0.0) attended = torch::dropout(pattern, dropout, true);
   torch::Tensor z = hooked(hooks.z, batched_matmul(attended, v));  // (B, nh, T, hs)
   return {scores, pattern, z};
 }
 
-CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config,
-                                                 const HookScope& scope, int64_t layer)
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, const HookScope& scope,
+                                                 int64_t layer)
     : scope_(scope),
       rotary_(config.pos_encoding == PosEncoding::kRope),
       layer_(layer),
@@ -92,10 +94,11 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KVCache* 
     q = hook_rot_q(apply_rope(q, rope_, first));
     k = hook_rot_k(apply_rope(k, rope_, first));
   }
-  if (cache) std::tie(k, v) = cache->append(static_cast<size_t>(layer_), k, v);  // (B, n_kv, Tk, hs)
+  if (cache)
+    std::tie(k, v) = cache->append(static_cast<size_t>(layer_), k, v);  // (B, n_kv, Tk, hs)
   const torch::Tensor z = attention(q, expand_kv(k), expand_kv(v), true, dropout_, is_training(),
                                     {&hook_scores, &hook_pattern, &hook_z})
-                              .z;                                 // (B, nh, T, hs)
+                              .z;                                    // (B, nh, T, hs)
   torch::Tensor y = z.transpose(1, 2).contiguous().view({B, T, C});  // (B, T, C)
   y = c_proj(y);
   if (is_training() && dropout_ > 0.0) y = torch::dropout(y, dropout_, true);

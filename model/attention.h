@@ -14,8 +14,8 @@
 
 #include "model/config.h"
 #include "model/hook_point.h"
-#include "model/linear.h"
 #include "model/kv_cache.h"
+#include "model/linear.h"
 #include "model/rope.h"
 
 namespace tinylm {

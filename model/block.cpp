@@ -12,7 +12,7 @@ MLPImpl::MLPImpl(const ModelConfig& config, const HookScope& scope)
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   torch::Tensor post;  // (B, T, 4C or H)
   if (gated_) {
-    const auto gate_up = c_fc(x).chunk(2, -1);  // 2 x (B, T, H)
+    const auto gate_up = c_fc(x).chunk(2, -1);        // 2 x (B, T, H)
     const torch::Tensor gate = hook_pre(gate_up[0]);  // in this order: the hooks fire in turn
     post = torch::silu(gate) * hook_pre_linear(gate_up[1]);
   } else {

@@ -16,8 +16,8 @@
 #include "model/attention.h"
 #include "model/config.h"
 #include "model/hook_point.h"
-#include "model/linear.h"
 #include "model/kv_cache.h"
+#include "model/linear.h"
 #include "model/norm.h"
 
 namespace tinylm {

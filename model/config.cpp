@@ -37,7 +37,7 @@ const std::vector<ConfigKey<ModelConfig>>& model_keys() {
 }
 
 const std::vector<std::string>& gptconfig_keys() {
-  static const std::vector<std::string> keys = {"n_layer", "n_head",     "n_embd", "block_size",
+  static const std::vector<std::string> keys = {"n_layer",    "n_head",  "n_embd", "block_size",
                                                 "vocab_size", "dropout", "bias"};
   return keys;
 }
@@ -61,9 +61,9 @@ void ModelConfig::validate() const {
   require(n_kv_head == 0 || n_head % n_kv_head == 0,
           "model.n_kv_head must divide model.n_head (" + std::to_string(n_head) +
               "), or be 0 for n_head (got " + std::to_string(n_kv_head) + ")");
-  require(pos_encoding != PosEncoding::kSinusoidal || n_embd % 2 == 0,
-          "model.n_embd must be even for sinusoidal positions (got " + std::to_string(n_embd) +
-              ")");
+  require(
+      pos_encoding != PosEncoding::kSinusoidal || n_embd % 2 == 0,
+      "model.n_embd must be even for sinusoidal positions (got " + std::to_string(n_embd) + ")");
 }
 
 }  // namespace tinylm

@@ -13,7 +13,8 @@ namespace {
 // or without the cache.
 class Stepper {
  public:
-  Stepper(GPT& model, bool use_cache) : model_(model), use_cache_(use_cache), cache_(model->make_cache()) {}
+  Stepper(GPT& model, bool use_cache)
+      : model_(model), use_cache_(use_cache), cache_(model->make_cache()) {}
 
   // Logits (B, V) for the position after tokens[:, :length], where the tokens before the
   // last `fresh` ones were seen by earlier calls. `tokens` live on the CPU, as do the
@@ -63,7 +64,8 @@ torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& 
   const double neg_inf = -std::numeric_limits<double>::infinity();
   const int64_t V = scores.size(-1);
   if (options.top_k > 0 && options.top_k < V) {
-    const torch::Tensor kth = std::get<0>(scores.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
+    const torch::Tensor kth =
+        std::get<0>(scores.topk(options.top_k, -1)).narrow(-1, options.top_k - 1, 1);
     scores = scores.masked_fill(scores < kth, neg_inf);
   }
   if (options.top_p < 1.0) {
@@ -101,7 +103,7 @@ std::vector<std::vector<int64_t>> generate(GPT& model, const std::vector<int64_t
   int64_t length = prompt;
   for (int64_t n = 0; n < options.max_new_tokens && active > 0; ++n) {
     const torch::Tensor logits = stepper.next(tokens, length, n == 0 ? prompt : 1);  // (B, V)
-    const torch::Tensor next = sample_tokens(logits, options.sampling, generator);    // (B,)
+    const torch::Tensor next = sample_tokens(logits, options.sampling, generator);   // (B,)
     tokens.select(1, length).copy_(next);
     ++length;
     const int64_t* ids = next.data_ptr<int64_t>();

@@ -8,10 +8,10 @@ namespace tinylm {
 torch::Tensor sinusoidal_positions(int64_t block_size, int64_t n_embd) {
   // Computed in double, stored in float: the table is exact to float rounding.
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  const torch::Tensor pos = torch::arange(block_size, f64).unsqueeze(1);              // (T, 1)
-  const torch::Tensor two_i = torch::arange(0, n_embd, 2, f64);                       // (C/2,)
+  const torch::Tensor pos = torch::arange(block_size, f64).unsqueeze(1);  // (T, 1)
+  const torch::Tensor two_i = torch::arange(0, n_embd, 2, f64);           // (C/2,)
   const torch::Tensor angle = pos / torch::pow(10000.0, two_i / static_cast<double>(n_embd));
-  torch::Tensor table = torch::empty({block_size, n_embd}, f64);                      // (T, C)
+  torch::Tensor table = torch::empty({block_size, n_embd}, f64);  // (T, C)
   table.slice(1, 0, n_embd, 2).copy_(torch::sin(angle));
   table.slice(1, 1, n_embd, 2).copy_(torch::cos(angle));
   return table.to(torch::kFloat32);
@@ -46,16 +46,19 @@ GPTImpl::GPTImpl(ModelConfig config)
     lm_head = register_module("lm_head", Linear(config_.n_embd, config_.vocab_size, false));
   }
   if (config_.pos_encoding == PosEncoding::kSinusoidal) {
-    sinusoid_ = register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
+    sinusoid_ =
+        register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
   }
   for (HookPoint* point : hook_points_) by_name_[point->name()] = point;
 }
 
 void GPTImpl::init_weights(torch::Generator& generator) {
   torch::NoGradGuard no_grad;
-  const double residual_std = config_.init_std / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
+  const double residual_std =
+      config_.init_std / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
   const auto ends_with = [](const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
   for (auto& item : named_parameters()) {
     const std::string& name = item.key();
@@ -138,8 +141,8 @@ HookPoint& GPTImpl::hook_point(const std::string& name) {
     }
   }
   throw std::invalid_argument("no hook point named \"" + name + "\" in this model" +
-                              (best.empty() ? "" : "; did you mean \"" + best + "\"?") +
-                              " (" + std::to_string(by_name_.size()) + " hook points, e.g. " +
+                              (best.empty() ? "" : "; did you mean \"" + best + "\"?") + " (" +
+                              std::to_string(by_name_.size()) + " hook points, e.g. " +
                               hook_points_.front()->name() + ", blocks.0.attn.hook_pattern)");
 }
 

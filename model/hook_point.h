@@ -109,7 +109,8 @@ class HookHandle {
 
  private:
   friend class HookPoint;
-  HookHandle(std::weak_ptr<HookPoint::Hooks> hooks, uint64_t id) : hooks_(std::move(hooks)), id_(id) {}
+  HookHandle(std::weak_ptr<HookPoint::Hooks> hooks, uint64_t id)
+      : hooks_(std::move(hooks)), id_(id) {}
 
   std::weak_ptr<HookPoint::Hooks> hooks_;
   uint64_t id_ = 0;

@@ -38,7 +38,8 @@ std::pair<torch::Tensor, torch::Tensor> KVCache::append(size_t layer, const torc
   torch::Tensor& ks = k_.at(layer);
   torch::Tensor& vs = v_.at(layer);
   if (!ks.defined() || ks.size(0) != k.size(0) || ks.scalar_type() != k.scalar_type()) {
-    if (length_ > 0) throw std::invalid_argument("the batch size changed while the KV cache held positions");
+    if (length_ > 0)
+      throw std::invalid_argument("the batch size changed while the KV cache held positions");
     ks = torch::empty({k.size(0), k.size(1), 2 * capacity_, k.size(3)}, k.options());
     vs = torch::empty({v.size(0), v.size(1), 2 * capacity_, v.size(3)}, v.options());
   }

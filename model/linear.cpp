@@ -7,8 +7,10 @@ namespace tinylm {
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
   // torch::nn::Linear's init, U(-1/sqrt(in), 1/sqrt(in)); GPT::init_weights replaces it.
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight", torch::empty({out_features, in_features}).uniform_(-bound, bound));
-  if (with_bias) bias = register_parameter("bias", torch::empty({out_features}).uniform_(-bound, bound));
+  weight = register_parameter("weight",
+                              torch::empty({out_features, in_features}).uniform_(-bound, bound));
+  if (with_bias)
+    bias = register_parameter("bias", torch::empty({out_features}).uniform_(-bound, bound));
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {

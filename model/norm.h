@@ -15,10 +15,12 @@ class NormImpl : public torch::nn::Module {
  public:
   NormImpl(int64_t n_embd, bool bias, NormKind kind) : kind_(kind) {
     weight = register_parameter("weight", torch::ones({n_embd}));
-    if (bias && kind_ == NormKind::kLayerNorm) this->bias = register_parameter("bias", torch::zeros({n_embd}));
+    if (bias && kind_ == NormKind::kLayerNorm)
+      this->bias = register_parameter("bias", torch::zeros({n_embd}));
   }
   torch::Tensor forward(const torch::Tensor& x) {  // (..., C) -> (..., C)
-    if (kind_ == NormKind::kRmsNorm) return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
+    if (kind_ == NormKind::kRmsNorm)
+      return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
     return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);
   }
   // Whether the output is centred (mean 0 before the weight): layernorm yes, rmsnorm no.

@@ -11,7 +11,8 @@ constexpr double kBase = 10000.0;
 
 void rope_row(int64_t position, int64_t head_size, float* cos, float* sin) {
   for (int64_t i = 0; i < head_size / 2; ++i) {
-    const double theta = std::pow(kBase, -2.0 * static_cast<double>(i) / static_cast<double>(head_size));
+    const double theta =
+        std::pow(kBase, -2.0 * static_cast<double>(i) / static_cast<double>(head_size));
     const double angle = static_cast<double>(position) * theta;
     cos[i] = static_cast<float>(std::cos(angle));
     sin[i] = static_cast<float>(std::sin(angle));
@@ -20,7 +21,8 @@ void rope_row(int64_t position, int64_t head_size, float* cos, float* sin) {
 
 RopeTables rope_tables(int64_t count, int64_t head_size, int64_t first) {
   if (head_size % 2 != 0) throw std::invalid_argument("rotary positions need an even head size");
-  const torch::Tensor cos = torch::empty({count, head_size / 2}), sin = torch::empty({count, head_size / 2});
+  const torch::Tensor cos = torch::empty({count, head_size / 2}),
+                      sin = torch::empty({count, head_size / 2});
   for (int64_t p = 0; p < count; ++p) {
     rope_row(first + p, head_size, cos[p].data_ptr<float>(), sin[p].data_ptr<float>());
   }

@@ -13,8 +13,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "data/batches.h"
 #include "model/generate.h"
@@ -57,11 +57,17 @@ double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repe
   const torch::Tensor a = torch::randn({m, k}, rng).to(device, dtype);
   const torch::Tensor b = torch::randn({k, n}, rng).to(device, dtype);
   const double flops = 2.0 * static_cast<double>(m * k * n);
-  const double one = median_seconds(1, 1, [&] { torch::mm(a, b); }, device);
+  const double one = median_seconds(
+      1, 1, [&] { torch::mm(a, b); }, device);
   const int calls = std::max(1, static_cast<int>(0.05 / std::max(one, 1e-6)));
-  return flops * calls / median_seconds(1, repeats, [&] {
-           for (int i = 0; i < calls; ++i) torch::mm(a, b);
-         }, device) / 1e9;
+  return flops * calls /
+         median_seconds(
+             1, repeats,
+             [&] {
+               for (int i = 0; i < calls; ++i) torch::mm(a, b);
+             },
+             device) /
+         1e9;
 }
 
 double rss_mb(bool peak) {
@@ -120,11 +126,13 @@ struct BenchReport {
 };
 
 // The model's widest training matmul, (B T, C) @ (C, 4C), and 1024^3, in float32 and bfloat16.
-std::vector<MatmulRate> measure_matmul(const RunConfig& config, int repeats, const torch::Device& device) {
+std::vector<MatmulRate> measure_matmul(const RunConfig& config, int repeats,
+                                       const torch::Device& device) {
   spdlog::info("matmul rates...");
   const int64_t rows = config.train.batch_size * config.model.block_size, C = config.model.n_embd;
   std::vector<MatmulRate> rates;
-  for (const auto& [dtype, name] : {std::pair{torch::kFloat32, "float32"}, {torch::kBFloat16, "bfloat16"}}) {
+  for (const auto& [dtype, name] :
+       {std::pair{torch::kFloat32, "float32"}, {torch::kBFloat16, "bfloat16"}}) {
     for (const auto& shape : {std::vector<int64_t>{rows, C, 4 * C}, {1024, 1024, 1024}}) {
       rates.push_back({name, shape[0], shape[1], shape[2],
                        matmul_rate(shape[0], shape[1], shape[2], dtype, repeats, device)});
@@ -144,14 +152,24 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
   auto batches = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
   const BatchSampler sampler(data.train.tokens, T, t.batch_size, "train");
   const BatchSource next = [&] { return sampler.sample(batches); };
-  const double step_s = median_seconds(1, args.repeats, [&] {
-                          for (int i = 0; i < args.steps; ++i) train_step(model, optimizer, t, t.learning_rate, next);
-                        }, device) / args.steps;
-  const double tokens_per_step = static_cast<double>(t.batch_size * T * t.gradient_accumulation_steps);
+  const double step_s = median_seconds(
+                            1, args.repeats,
+                            [&] {
+                              for (int i = 0; i < args.steps; ++i)
+                                train_step(model, optimizer, t, t.learning_rate, next);
+                            },
+                            device) /
+                        args.steps;
+  const double tokens_per_step =
+      static_cast<double>(t.batch_size * T * t.gradient_accumulation_steps);
   const double model_gflops = flops_per_token(model) * tokens_per_step / step_s / 1e9;
-  const double batch_s = median_seconds(3, args.repeats, [&] { for (int i = 0; i < 100; ++i) next(); }) / 100;
-  return {step_s * 1e3, tokens_per_step / step_s, model_gflops, model_gflops / limit,
-          flops_per_token(model), batch_s * 1e3};
+  const double batch_s = median_seconds(3, args.repeats,
+                                        [&] {
+                                          for (int i = 0; i < 100; ++i) next();
+                                        }) /
+                         100;
+  return {step_s * 1e3,         tokens_per_step / step_s, model_gflops,
+          model_gflops / limit, flops_per_token(model),   batch_s * 1e3};
 }
 
 // From a one-token prompt, at batch 1 and batch N, with and without the KV cache.
@@ -177,18 +195,26 @@ json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& c
                  const torch::Device& device) {
   json matmul = json::array(), sampling = json::array();
   for (const MatmulRate& m : r.matmul) {
-    matmul.push_back({{"dtype", m.dtype}, {"m", m.m}, {"k", m.k}, {"n", m.n}, {"gflops", m.gflops}});
+    matmul.push_back(
+        {{"dtype", m.dtype}, {"m", m.m}, {"k", m.k}, {"n", m.n}, {"gflops", m.gflops}});
   }
   for (const SamplingSpeed& s : r.sampling) {
     sampling.push_back({{"batch", s.batch}, {"cache", s.cache}, {"tokens_per_s", s.tokens_per_s}});
   }
   const TrainingSpeed& t = r.training;
-  return {{"config", args.config_path}, {"threads", torch::get_num_threads()},
-          {"device", device.str()}, {"repeats", args.repeats}, {"dtype", name_of(config.train.dtype)},
+  return {{"config", args.config_path},
+          {"threads", torch::get_num_threads()},
+          {"device", device.str()},
+          {"repeats", args.repeats},
+          {"dtype", name_of(config.train.dtype)},
           {"matmul", matmul},
-          {"training", {{"ms_per_step", t.ms_per_step}, {"tokens_per_s", t.tokens_per_s},
-                        {"model_gflops", t.model_gflops}, {"mfu", t.mfu},
-                        {"flops_per_token", t.flops_per_token}, {"batch_draw_ms", t.batch_draw_ms}}},
+          {"training",
+           {{"ms_per_step", t.ms_per_step},
+            {"tokens_per_s", t.tokens_per_s},
+            {"model_gflops", t.model_gflops},
+            {"mfu", t.mfu},
+            {"flops_per_token", t.flops_per_token},
+            {"batch_draw_ms", t.batch_draw_ms}}},
           {"sampling", sampling},
           {"memory", {{"peak_rss_mb", r.peak_rss_mb}, {"start_rss_mb", r.start_rss_mb}}}};
 }
@@ -198,26 +224,30 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
   const ModelConfig& mc = config.model;
   const char* dtype = name_of(config.train.dtype);
   std::printf("tinylm bench %s: %s, %d threads, medians of %d repeats after a warm-up\n",
-              args.config_path.c_str(), device.str().c_str(), torch::get_num_threads(), args.repeats);
+              args.config_path.c_str(), device.str().c_str(), torch::get_num_threads(),
+              args.repeats);
   std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s\n",
               static_cast<double>(model->num_parameters()) / 1e6, name_of(mc.pos_encoding),
               name_of(mc.norm), name_of(mc.mlp), static_cast<long>(config.train.batch_size),
               static_cast<long>(mc.block_size), dtype);
   std::printf("\n| what | figure |\n|---|---|\n");
   for (const MatmulRate& m : r.matmul) {
-    std::printf("| matmul %s %ldx%ld @ %ldx%ld | %.1f GFLOP/s |\n", m.dtype.c_str(), static_cast<long>(m.m),
-                static_cast<long>(m.k), static_cast<long>(m.k), static_cast<long>(m.n), m.gflops);
+    std::printf("| matmul %s %ldx%ld @ %ldx%ld | %.1f GFLOP/s |\n", m.dtype.c_str(),
+                static_cast<long>(m.m), static_cast<long>(m.k), static_cast<long>(m.k),
+                static_cast<long>(m.n), m.gflops);
   }
   const TrainingSpeed& t = r.training;
-  std::printf("| training step (%s) | %.1f ms, %.0f tokens/s |\n", dtype, t.ms_per_step, t.tokens_per_s);
+  std::printf("| training step (%s) | %.1f ms, %.0f tokens/s |\n", dtype, t.ms_per_step,
+              t.tokens_per_s);
   std::printf("| training model FLOPs | %.1f GFLOP/s = MFU %.0f%% of the %s matmul rate |\n",
               t.model_gflops, 100.0 * t.mfu, dtype);
   std::printf("| drawing one batch | %.3f ms |\n", t.batch_draw_ms);
   for (const SamplingSpeed& s : r.sampling) {
-    std::printf("| sampling, batch %ld, KV cache %s | %.0f tokens/s |\n", static_cast<long>(s.batch),
-                s.cache ? "on" : "off", s.tokens_per_s);
+    std::printf("| sampling, batch %ld, KV cache %s | %.0f tokens/s |\n",
+                static_cast<long>(s.batch), s.cache ? "on" : "off", s.tokens_per_s);
   }
-  std::printf("| peak memory (RSS) | %.0f MB (%.0f MB at start) |\n", r.peak_rss_mb, r.start_rss_mb);
+  std::printf("| peak memory (RSS) | %.0f MB (%.0f MB at start) |\n", r.peak_rss_mb,
+              r.start_rss_mb);
 }
 
 int run_bench(const BenchArgs& args) {
@@ -252,17 +282,24 @@ int run_bench(const BenchArgs& args) {
 
 Command add_bench_command(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
-  CLI::App* cmd = app.add_subcommand("bench", "Measure matmul rate, training and sampling speed, memory");
-  cmd->add_option("config", args->config_path, "The config to measure (default: configs/shakespeare_char.toml)");
+  CLI::App* cmd =
+      app.add_subcommand("bench", "Measure matmul rate, training and sampling speed, memory");
+  cmd->add_option("config", args->config_path,
+                  "The config to measure (default: configs/shakespeare_char.toml)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N: where the model and matmuls run");
-  cmd->add_option("--repeats", args->repeats, "Measured repeats of each figure (median)")->check(CLI::Range(1, 1000));
-  cmd->add_option("--steps", args->steps, "Training steps measured per repeat")->check(CLI::Range(1, 100000));
-  cmd->add_option("--num-samples", args->num_samples, "Batch N of the batched sampling figures")->check(CLI::Range(2, 1000));
-  cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens per sample")->check(CLI::Range(1, 100000));
+  cmd->add_option("--repeats", args->repeats, "Measured repeats of each figure (median)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--steps", args->steps, "Training steps measured per repeat")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--num-samples", args->num_samples, "Batch N of the batched sampling figures")
+      ->check(CLI::Range(2, 1000));
+  cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens per sample")
+      ->check(CLI::Range(1, 100000));
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
   cmd->allow_extras();
-  cmd->footer("Config keys can be overridden with --section.key=value, e.g. --train.dtype=bfloat16.");
+  cmd->footer(
+      "Config keys can be overridden with --section.key=value, e.g. --train.dtype=bfloat16.");
   return [args, cmd] {
     args->overrides = parse_overrides(cmd->remaining());
     return run_bench(*args);

@@ -11,7 +11,8 @@ int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurr
 
 void set_threads(int threads) {
   if (threads < 0) {
-    throw UsageError("--threads must be >= 1, or 0 for all cores (got " + std::to_string(threads) + ")");
+    throw UsageError("--threads must be >= 1, or 0 for all cores (got " + std::to_string(threads) +
+                     ")");
   }
   if (threads == 0) threads = cores();
   torch::set_num_threads(threads);
@@ -19,7 +20,8 @@ void set_threads(int threads) {
   // x86. Flush them to zero on this thread and on every thread of the OpenMP pool that
   // LibTorch and OpenBLAS share: measured 12% faster training steps (docs/MEASUREMENTS.md).
   at::globalContext().setFlushDenormal(true);
-  at::parallel_for(0, threads, 1, [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
+  at::parallel_for(0, threads, 1,
+                   [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
 }
 
 torch::Device parse_device(const std::string& text) {
@@ -31,13 +33,15 @@ torch::Device parse_device(const std::string& text) {
   int64_t index = -1;
   if (text != "cuda") {
     const std::string digits = text.substr(5);
-    if (digits.empty() || digits.size() > 4 || digits.find_first_not_of("0123456789") != std::string::npos) {
+    if (digits.empty() || digits.size() > 4 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
       throw malformed();
     }
     index = std::stoll(digits);
   }
   if (!at::hasCUDA()) {
-    throw std::runtime_error("device " + text + ": this tinylm is built against LibTorch " TORCH_VERSION
+    throw std::runtime_error("device " + text +
+                             ": this tinylm is built against LibTorch " TORCH_VERSION
                              " without CUDA; build it against a CUDA one, as "
                              "scripts/gpu-check.sh does, or use --device cpu");
   }
@@ -70,7 +74,8 @@ std::vector<std::string> parse_overrides(const std::vector<std::string>& extras)
 }
 
 RunConfig load_config_with_overrides(const std::filesystem::path& path,
-                                     const std::vector<std::string>& overrides, bool resolve_paths) {
+                                     const std::vector<std::string>& overrides,
+                                     bool resolve_paths) {
   RunConfig config = load_run_config(path);
   try {
     apply_overrides(config, overrides);
@@ -92,7 +97,8 @@ RunConfig load_config_with_overrides(const std::filesystem::path& path,
 void add_run_flags(CLI::App* cmd, RunFlags& flags, bool with_ablate) {
   cmd->add_option("run", flags.run, "Run directory (or its best/)")->required();
   if (with_ablate) {
-    cmd->add_option("--ablate", flags.ablate, "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
+    cmd->add_option("--ablate", flags.ablate,
+                    "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
   }
   cmd->add_option("--threads", flags.threads, "Intra-op threads (default: all cores)");
   cmd->add_option("--device", flags.device, "cpu, cuda or cuda:N");

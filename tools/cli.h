@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <torch/torch.h>
+#include <CLI/CLI.hpp>
 
 #include "model/analysis/ablation.h"
 #include "train/checkpoint.h"

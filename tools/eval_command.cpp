@@ -53,9 +53,12 @@ int run_eval(const EvalArgs& args) {
   const double bpb = bits_per_byte(score.loss, tokens.tokens_per_byte());
   const double perplexity = std::exp(score.loss), bits = score.loss / std::log(2.0);
   if (args.json) {
-    const nlohmann::json out = {{"loss", score.loss},          {"perplexity", perplexity},
-                                {"bits_per_token", bits},      {"bits_per_byte", bpb},
-                                {"tokens", score.tokens},      {"bytes", tokens.text_bytes},
+    const nlohmann::json out = {{"loss", score.loss},
+                                {"perplexity", perplexity},
+                                {"bits_per_token", bits},
+                                {"bits_per_byte", bpb},
+                                {"tokens", score.tokens},
+                                {"bytes", tokens.text_bytes},
                                 {"tokenizer", run.tokenizer->kind()}};
     std::printf("%s\n", out.dump().c_str());
     return 0;
@@ -80,7 +83,8 @@ Command add_eval_command(CLI::App& app) {
   add_run_flags(cmd, args->run);
   auto* split = cmd->add_option("--split", args->split, "Which split of the run's corpus")
                     ->check(CLI::IsMember({"val", "train"}));
-  cmd->add_option("--text", args->text, "Score this UTF-8 file instead of a split")->excludes(split);
+  cmd->add_option("--text", args->text, "Score this UTF-8 file instead of a split")
+      ->excludes(split);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   return [args] { return run_eval(*args); };
 }

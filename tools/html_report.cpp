@@ -12,7 +12,8 @@ std::string base64(const uint8_t* bytes, size_t size) {
   std::string out;
   out.reserve((size + 2) / 3 * 4);
   for (size_t i = 0; i < size; i += 3) {
-    const uint32_t n = (uint32_t(bytes[i]) << 16) | (i + 1 < size ? uint32_t(bytes[i + 1]) << 8 : 0) |
+    const uint32_t n = (uint32_t(bytes[i]) << 16) |
+                       (i + 1 < size ? uint32_t(bytes[i + 1]) << 8 : 0) |
                        (i + 2 < size ? uint32_t(bytes[i + 2]) : 0);
     out += kDigits[(n >> 18) & 63];
     out += kDigits[(n >> 12) & 63];
@@ -35,7 +36,11 @@ nlohmann::json pack_heatmaps(const torch::Tensor& values, bool unit) {
     hi = std::get<0>(v.max(1));
   }
   const torch::Tensor span = torch::clamp_min(hi - lo, 1e-12f);
-  const torch::Tensor q = ((v - lo.unsqueeze(1)) / span.unsqueeze(1) * 255.0f).round().clamp(0, 255).to(torch::kUInt8).contiguous();
+  const torch::Tensor q = ((v - lo.unsqueeze(1)) / span.unsqueeze(1) * 255.0f)
+                              .round()
+                              .clamp(0, 255)
+                              .to(torch::kUInt8)
+                              .contiguous();
   nlohmann::json lows = nlohmann::json::array(), highs = nlohmann::json::array();
   for (int64_t i = 0; i < L * H; ++i) {
     lows.push_back(lo[i].item<float>());

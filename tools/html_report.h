@@ -7,9 +7,8 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
-
+#include <nlohmann/json.hpp>
 
 namespace tinylm {
 

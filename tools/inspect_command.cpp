@@ -15,8 +15,8 @@
 #include <spdlog/spdlog.h>
 
 #include "data/corpus.h"
-#include "model/analysis/induction_probe.h"
 #include "data/io/atomic_file.h"
+#include "model/analysis/induction_probe.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/html_report.h"
@@ -33,7 +33,8 @@ namespace {
 
 // The first `n` tokens of the val split as text: the prompt when the user gives none.
 std::string default_prompt(const LoadedRun& run, const torch::Tensor& val, int64_t n) {
-  std::vector<int64_t> ids(val.data_ptr<int64_t>(), val.data_ptr<int64_t>() + std::min(n, val.numel()));
+  std::vector<int64_t> ids(val.data_ptr<int64_t>(),
+                           val.data_ptr<int64_t>() + std::min(n, val.numel()));
   return run.tokenizer->decode(ids);
 }
 
@@ -47,7 +48,8 @@ torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, in
   const int64_t T = std::min(block_size, tokens.numel() - 1);
   const torch::Tensor starts = torch::randint(tokens.numel() - T, {n}, generator, torch::kInt64);
   std::vector<torch::Tensor> rows;
-  for (int64_t i = 0; i < n; ++i) rows.push_back(tokens.slice(0, starts[i].item<int64_t>(), starts[i].item<int64_t>() + T + 1));
+  for (int64_t i = 0; i < n; ++i)
+    rows.push_back(tokens.slice(0, starts[i].item<int64_t>(), starts[i].item<int64_t>() + T + 1));
   return torch::stack(rows);  // (n, T + 1)
 }
 
@@ -56,15 +58,17 @@ void check_writable(const std::string& path, const char* flag) {
   if (path.empty() || path == "-") return;
   const fs::path parent = fs::absolute(path).parent_path();
   if (!fs::is_directory(parent)) {
-    throw std::runtime_error("cannot write " + path + " (" + flag + "): directory " + parent.string() +
-                             " does not exist");
+    throw std::runtime_error("cannot write " + path + " (" + flag + "): directory " +
+                             parent.string() + " does not exist");
   }
   if (fs::is_directory(path)) {
     throw std::runtime_error("cannot write " + path + " (" + flag + "): it is a directory");
   }
   const fs::path probe = parent / (".tinylm-write-check-" + std::to_string(::getpid()));
   std::ofstream out(probe);
-  if (!out) throw std::runtime_error("cannot write " + path + " (" + flag + "): " + parent.string() + " is not writable");
+  if (!out)
+    throw std::runtime_error("cannot write " + path + " (" + flag + "): " + parent.string() +
+                             " is not writable");
   out.close();
   fs::remove(probe);
 }
@@ -91,17 +95,20 @@ Views chosen_views(const InspectArgs& args) {
                 everything || args.logit_lens,
                 everything || !args.prompt.empty()};
   if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention) {
-    throw UsageError("inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
-                     "--all, or --html FILE for all of them");
+    throw UsageError(
+        "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
+        "--all, or --html FILE for all of them");
   }
-  if (v.lens && args.prompt.empty() && !everything) throw UsageError("--logit-lens needs --prompt TEXT");
+  if (v.lens && args.prompt.empty() && !everything)
+    throw UsageError("--logit-lens needs --prompt TEXT");
   return v;
 }
 
 // The tokens head scores, ablation and the default prompt read: --text, or the val split.
 std::pair<torch::Tensor, std::string> text_tokens(const LoadedRun& run, const InspectArgs& args) {
   if (!args.text.empty()) {
-    return {encode_in_memory(*run.tokenizer, read_corpus(args.text), args.text).tokens.to_tensor(), args.text};
+    return {encode_in_memory(*run.tokenizer, read_corpus(args.text), args.text).tokens.to_tensor(),
+            args.text};
   }
   try {
     RunDataOptions options;
@@ -121,7 +128,8 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   const ModelConfig& mc = run.model->config();
   Inspection out;
   out.run_dir = args.run;
-  if (fs::is_regular_file(fs::path(args.run) / "state.json")) out.step = load_training_state(args.run).step;
+  if (fs::is_regular_file(fs::path(args.run) / "state.json"))
+    out.step = load_training_state(args.run).step;
   InspectData data;
   torch::Tensor tokens;
   std::string prompt = args.prompt;
@@ -131,7 +139,8 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   if (prompt.empty() && (v.attention || v.lens)) {
     prompt = default_prompt(run, tokens, std::min<int64_t>(mc.block_size, 128));
     out.notes.push_back("no --prompt: the attention maps show the first " +
-                        std::to_string(run.tokenizer->encode(prompt).size()) + " tokens of " + data.source);
+                        std::to_string(run.tokenizer->encode(prompt).size()) + " tokens of " +
+                        data.source);
   }
   if (v.heads || v.ablate) {
     auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args.seed));
@@ -141,7 +150,8 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   if (v.attention) out.attention = inspect_attention(out, run, prompt);
   if (v.heads) out.heads = inspect_heads(run, data);
   if (v.ablate) {
-    spdlog::info("ablating {} heads, two ways, on {} windows...", mc.n_layer * mc.n_head, args.windows);
+    spdlog::info("ablating {} heads, two ways, on {} windows...", mc.n_layer * mc.n_head,
+                 args.windows);
     out.ablation = inspect_ablation(run, data);
   }
   if (v.priors) out.priors = inspect_priors(out, run);
@@ -170,7 +180,8 @@ void write_outputs(const Inspection& out, const LoadedRun& run, const InspectArg
   if (!args.html.empty()) {
     const std::string page = html_report(inspection_json(out, run, pack_heatmaps));
     write_file_atomic(args.html, page);
-    spdlog::info("wrote {} ({:.1f} MB): open it in a browser", args.html, static_cast<double>(page.size()) / 1e6);
+    spdlog::info("wrote {} ({:.1f} MB): open it in a browser", args.html,
+                 static_cast<double>(page.size()) / 1e6);
   }
 }
 
@@ -183,8 +194,10 @@ int run_inspect(const InspectArgs& args) {
   // The analyses read activations and weights on the CPU, and the models tinylm inspects
   // are small: a CUDA device is checked, then the work stays here.
   if (!parse_device(args.device).is_cpu()) {
-    spdlog::warn("inspect runs on the CPU: its analyses read activations there (--device {} "
-                 "is not used)", args.device);
+    spdlog::warn(
+        "inspect runs on the CPU: its analyses read activations there (--device {} "
+        "is not used)",
+        args.device);
   }
   LoadedRun run = load_run(args.run);
   run.model->eval();
@@ -200,18 +213,26 @@ int run_inspect(const InspectArgs& args) {
 
 Command add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand("inspect", "Look inside a trained run: attention, head scores, ablation, priors");
+  CLI::App* cmd = app.add_subcommand(
+      "inspect", "Look inside a trained run: attention, head scores, ablation, priors");
   cmd->add_option("run", args->run, "Run directory (or its best/)")->required();
   cmd->add_option("--prompt", args->prompt, "Text whose attention maps (and logit lens) to show");
-  cmd->add_flag("--heads", args->heads, "Head scores: previous-token, induction, ... and the induction probe");
+  cmd->add_flag("--heads", args->heads,
+                "Head scores: previous-token, induction, ... and the induction probe");
   cmd->add_flag("--ablate", args->ablate, "The loss when each head is zeroed or mean-ablated");
-  cmd->add_flag("--priors", args->priors, "What W_Q, W_K, W_V, W_O encode from positions and tokens alone");
-  cmd->add_flag("--logit-lens", args->logit_lens, "Predictions read off the residual stream after each layer");
+  cmd->add_flag("--priors", args->priors,
+                "What W_Q, W_K, W_V, W_O encode from positions and tokens alone");
+  cmd->add_flag("--logit-lens", args->logit_lens,
+                "Predictions read off the residual stream after each layer");
   cmd->add_flag("--all", args->all, "Every view (implied by --html)");
-  cmd->add_option("--text", args->text, "Score heads and ablations on this UTF-8 file instead of the val split");
-  cmd->add_option("--windows", args->windows, "Random windows for head scores and ablation")->check(CLI::Range(1, 100000));
-  cmd->add_option("--probes", args->probes, "Sequences in the induction probe")->check(CLI::Range(1, 10000));
-  cmd->add_option("--seed", args->seed, "Seed for the windows and the probe")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--text", args->text,
+                  "Score heads and ablations on this UTF-8 file instead of the val split");
+  cmd->add_option("--windows", args->windows, "Random windows for head scores and ablation")
+      ->check(CLI::Range(1, 100000));
+  cmd->add_option("--probes", args->probes, "Sequences in the induction probe")
+      ->check(CLI::Range(1, 10000));
+  cmd->add_option("--seed", args->seed, "Seed for the windows and the probe")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--html", args->html, "Write the self-contained HTML report here");
   cmd->add_option("--json", args->json, "Write the JSON document here (- for stdout)");
   cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");

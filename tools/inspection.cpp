@@ -19,10 +19,12 @@ torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::st
   const size_t T = static_cast<size_t>(run.model->config().block_size);
   if (ids.empty()) throw std::invalid_argument("the prompt is empty");
   if (ids.size() > T) {
-    const std::string note = "the prompt has " + std::to_string(ids.size()) + " tokens, more than "
-                             "block_size " + std::to_string(T) + ": inspected its last " +
-                             std::to_string(T);
-    if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end()) out.notes.push_back(note);
+    const std::string note = "the prompt has " + std::to_string(ids.size()) +
+                             " tokens, more than "
+                             "block_size " +
+                             std::to_string(T) + ": inspected its last " + std::to_string(T);
+    if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end())
+      out.notes.push_back(note);
     ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(T));
   }
   return torch::tensor(ids, torch::kInt64);  // (T,)
@@ -54,7 +56,8 @@ std::string visible_token(const std::string& piece) {
 
 AttentionView inspect_attention(Inspection& out, LoadedRun& run, const std::string& prompt) {
   const torch::Tensor ids = encode_prompt(out, run, prompt);  // (T,)
-  const CachedRun cached = run_with_cache(run.model, ids.unsqueeze(0), names_ending_with("attn.hook_pattern"));
+  const CachedRun cached =
+      run_with_cache(run.model, ids.unsqueeze(0), names_ending_with("attn.hook_pattern"));
   std::vector<torch::Tensor> layers;
   for (int64_t l = 0; l < run.model->config().n_layer; ++l) {
     layers.push_back(cached.cache.at(hook_name(l, "attn.hook_pattern"))[0]);
@@ -74,7 +77,8 @@ AblationView inspect_ablation(LoadedRun& run, const InspectData& data) {
 
 Priors inspect_priors(Inspection& out, LoadedRun& run) {
   Priors priors = head_priors(run.model);
-  if (!priors.position_pattern.defined()) out.notes.push_back("pos_encoding = none: there are no position priors");
+  if (!priors.position_pattern.defined())
+    out.notes.push_back("pos_encoding = none: there are no position priors");
   if (!priors.token_scores.defined()) {
     out.notes.push_back("the vocabulary is too large for token-to-token QK tables");
   }
@@ -90,7 +94,8 @@ std::optional<TrainingCurves> read_training_curves(Inspection& out, const fs::pa
   const fs::path path = metrics_path(run_dir);
   std::ifstream in(path);
   if (!in) {
-    out.notes.push_back("no metrics.jsonl in " + run_dir.string() + ": the report has no training curves");
+    out.notes.push_back("no metrics.jsonl in " + run_dir.string() +
+                        ": the report has no training curves");
     return std::nullopt;
   }
   TrainingCurves curves;
@@ -117,8 +122,8 @@ std::optional<TrainingCurves> read_training_curves(Inspection& out, const fs::pa
     }
   }
   if (skipped > 0) {
-    out.notes.push_back(std::to_string(skipped) + " of " + std::to_string(line_number) + " lines of " +
-                        path.string() + " are not metrics records and were skipped");
+    out.notes.push_back(std::to_string(skipped) + " of " + std::to_string(line_number) +
+                        " lines of " + path.string() + " are not metrics records and were skipped");
   }
   return curves;
 }

@@ -34,8 +34,8 @@ struct AttentionView {
 
 struct HeadsView {
   std::string source;
-  HeadScores scores;     // on the windows
-  ProbeResult probe;     // on the induction probe
+  HeadScores scores;  // on the windows
+  ProbeResult probe;  // on the induction probe
   int64_t probe_sequences = 0, probe_length = 0;
 };
 
@@ -82,7 +82,9 @@ AttentionView inspect_attention(Inspection& out, LoadedRun& run, const std::stri
 HeadsView inspect_heads(LoadedRun& run, const InspectData& data);
 AblationView inspect_ablation(LoadedRun& run, const InspectData& data);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
-LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt, int64_t k = 5);
-std::optional<TrainingCurves> read_training_curves(Inspection& out, const std::filesystem::path& run_dir);
+LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt,
+                            int64_t k = 5);
+std::optional<TrainingCurves> read_training_curves(Inspection& out,
+                                                   const std::filesystem::path& run_dir);
 
 }  // namespace tinylm

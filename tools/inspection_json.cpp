@@ -28,7 +28,9 @@ json nested(const double*& data, const std::vector<int64_t>& shape, size_t dim, 
 json strongest(const torch::Tensor& t) {
   const torch::Tensor flat = torch::nan_to_num(t.to(torch::kFloat64), -1.0).flatten();
   const int64_t i = flat.argmax().item<int64_t>();
-  return {{"layer", i / t.size(1)}, {"head", i % t.size(1)}, {"score", rounded(flat[i].item<double>(), 6)}};
+  return {{"layer", i / t.size(1)},
+          {"head", i % t.size(1)},
+          {"score", rounded(flat[i].item<double>(), 6)}};
 }
 
 json head_table(const torch::Tensor& t) { return tensor_to_json(t, 6); }
@@ -36,7 +38,8 @@ json head_table(const torch::Tensor& t) { return tensor_to_json(t, 6); }
 json token_labels(const Tokenizer& tokenizer, const torch::Tensor& ids) {
   json tokens = json::array();
   const torch::Tensor flat = ids.to(torch::kInt64).contiguous();
-  for (int64_t i = 0; i < flat.numel(); ++i) tokens.push_back(tokenizer.token_label(flat.data_ptr<int64_t>()[i]));
+  for (int64_t i = 0; i < flat.numel(); ++i)
+    tokens.push_back(tokenizer.token_label(flat.data_ptr<int64_t>()[i]));
   return tokens;
 }
 
@@ -51,7 +54,8 @@ json scores_json(const HeadScores& scores, json& best) {
 
 json heads_json(const HeadsView& h) {
   json best, probe_best;
-  const json scores = scores_json(h.scores, best), probe_scores = scores_json(h.probe.scores, probe_best);
+  const json scores = scores_json(h.scores, best),
+             probe_scores = scores_json(h.probe.scores, probe_best);
   return {{"source", h.source},
           {"windows", h.scores.sequences},
           {"length", h.scores.length},
@@ -98,7 +102,8 @@ json priors_json(const Priors& p, const HeatmapEncoder& heatmap) {
 
 json lens_json(const LensView& v, const Tokenizer& tokenizer) {
   const LogitLens& lens = v.lens;
-  const torch::Tensor ids = lens.top_ids.contiguous(), probs = lens.top_probs.to(torch::kFloat64).contiguous();
+  const torch::Tensor ids = lens.top_ids.contiguous(),
+                      probs = lens.top_probs.to(torch::kFloat64).contiguous();
   const int64_t T = ids.size(1), k = ids.size(2);
   json stages = json::array();
   for (size_t s = 0; s < lens.stages.size(); ++s) {
@@ -151,7 +156,8 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
   if (in.ablation) doc["ablation"] = ablation_json(*in.ablation);
   if (in.priors) doc["priors"] = priors_json(*in.priors, heatmap);
   if (in.lens) doc["logit_lens"] = lens_json(*in.lens, *run.tokenizer);
-  if (in.training_asked) doc["training"] = in.training ? training_json(*in.training) : json(nullptr);
+  if (in.training_asked)
+    doc["training"] = in.training ? training_json(*in.training) : json(nullptr);
   doc["notes"] = in.notes;
   return doc;
 }

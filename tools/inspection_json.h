@@ -6,8 +6,8 @@
 
 #include <functional>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "tools/inspection.h"
 

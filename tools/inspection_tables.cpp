@@ -16,11 +16,14 @@ std::string table_cell(double v, const char* format = "%7.3f") {
 
 double at(const torch::Tensor& table, int64_t l, int64_t h) { return table[l][h].item<double>(); }
 
-std::string label(const LoadedRun& run, int64_t id) { return visible_token(run.tokenizer->token_label(id)); }
+std::string label(const LoadedRun& run, int64_t id) {
+  return visible_token(run.tokenizer->token_label(id));
+}
 
 void print_attention(const AttentionView& a, const LoadedRun& run) {
   std::printf("attention patterns of %lld tokens:", static_cast<long long>(a.ids.numel()));
-  for (int64_t i = 0; i < a.ids.numel(); ++i) std::printf(" %s", label(run, a.ids[i].item<int64_t>()).c_str());
+  for (int64_t i = 0; i < a.ids.numel(); ++i)
+    std::printf(" %s", label(run, a.ids[i].item<int64_t>()).c_str());
   std::printf("\n  (every head's T x T pattern is in --json and --html)\n\n");
 }
 
@@ -28,26 +31,32 @@ void print_attention(const AttentionView& a, const LoadedRun& run) {
 std::string strongest_head(const torch::Tensor& table) {
   const torch::Tensor flat = torch::nan_to_num(table.to(torch::kFloat64), -1.0).flatten();
   const int64_t i = flat.argmax().item<int64_t>(), nh = table.size(1);
-  return std::to_string(i / nh) + "." + std::to_string(i % nh) + " (" + table_cell(flat[i].item<double>(), "%.3f") + ")";
+  return std::to_string(i / nh) + "." + std::to_string(i % nh) + " (" +
+         table_cell(flat[i].item<double>(), "%.3f") + ")";
 }
 
 void print_heads(const HeadsView& h) {
   const auto& s = h.scores.values;
   const auto& p = h.probe.scores.values;
-  std::printf("head scores on %lld windows of %lld tokens from %s, and on the induction probe "
-              "(%lld sequences of %lld random tokens repeated twice)\n",
-              static_cast<long long>(h.scores.sequences), static_cast<long long>(h.scores.length),
-              h.source.c_str(), static_cast<long long>(h.probe_sequences),
-              static_cast<long long>(h.probe_length / 2));
-  std::printf("head   prev-tok    self   first     dup  induct entropy | probe: prev-tok  induct\n");
+  std::printf(
+      "head scores on %lld windows of %lld tokens from %s, and on the induction probe "
+      "(%lld sequences of %lld random tokens repeated twice)\n",
+      static_cast<long long>(h.scores.sequences), static_cast<long long>(h.scores.length),
+      h.source.c_str(), static_cast<long long>(h.probe_sequences),
+      static_cast<long long>(h.probe_length / 2));
+  std::printf(
+      "head   prev-tok    self   first     dup  induct entropy | probe: prev-tok  induct\n");
   const torch::Tensor& prev = s.at("previous_token");
   for (int64_t l = 0; l < prev.size(0); ++l) {
     for (int64_t k = 0; k < prev.size(1); ++k) {
       std::printf("%lld.%-3lld %s %s %s %s %s %s |        %s %s\n", static_cast<long long>(l),
                   static_cast<long long>(k), table_cell(at(prev, l, k), "%9.3f").c_str(),
-                  table_cell(at(s.at("self"), l, k)).c_str(), table_cell(at(s.at("first_token"), l, k)).c_str(),
-                  table_cell(at(s.at("duplicate_token"), l, k)).c_str(), table_cell(at(s.at("induction"), l, k)).c_str(),
-                  table_cell(at(s.at("entropy"), l, k)).c_str(), table_cell(at(p.at("previous_token"), l, k), "%9.3f").c_str(),
+                  table_cell(at(s.at("self"), l, k)).c_str(),
+                  table_cell(at(s.at("first_token"), l, k)).c_str(),
+                  table_cell(at(s.at("duplicate_token"), l, k)).c_str(),
+                  table_cell(at(s.at("induction"), l, k)).c_str(),
+                  table_cell(at(s.at("entropy"), l, k)).c_str(),
+                  table_cell(at(p.at("previous_token"), l, k), "%9.3f").c_str(),
                   table_cell(at(p.at("induction"), l, k)).c_str());
     }
   }
@@ -59,8 +68,10 @@ void print_heads(const HeadsView& h) {
 
 void print_ablation(const AblationView& a) {
   std::printf("ablation on %lld windows from %s: loss %.4f, probe loss on the repeat %.4f\n",
-              static_cast<long long>(a.windows), a.source.c_str(), a.table.loss, a.table.probe_loss);
-  std::printf("head   d_loss zero  d_loss mean | d_probe zero  d_probe mean   (sorted by d_loss zero)\n");
+              static_cast<long long>(a.windows), a.source.c_str(), a.table.loss,
+              a.table.probe_loss);
+  std::printf(
+      "head   d_loss zero  d_loss mean | d_probe zero  d_probe mean   (sorted by d_loss zero)\n");
   for (const HeadAblation& r : a.table.heads) {
     std::printf("%lld.%-3lld %s %s |  %s  %s\n", static_cast<long long>(r.head.layer),
                 static_cast<long long>(r.head.head), table_cell(r.zero, "%+11.4f").c_str(),
@@ -75,9 +86,11 @@ void print_priors(const Priors& p) {
   std::printf("head   position prev-tok   OV copying   OV top-1\n");
   for (int64_t l = 0; l < p.ov_copying.size(0); ++l) {
     for (int64_t k = 0; k < p.ov_copying.size(1); ++k) {
-      const double pos = p.position_previous_token.defined() ? at(p.position_previous_token, l, k) : std::nan("");
+      const double pos =
+          p.position_previous_token.defined() ? at(p.position_previous_token, l, k) : std::nan("");
       std::printf("%lld.%-3lld %s %s %s\n", static_cast<long long>(l), static_cast<long long>(k),
-                  table_cell(pos, "%17.3f").c_str(), table_cell(at(p.ov_copying, l, k), "%12.3f").c_str(),
+                  table_cell(pos, "%17.3f").c_str(),
+                  table_cell(at(p.ov_copying, l, k), "%12.3f").c_str(),
                   table_cell(at(p.ov_top1, l, k), "%10.3f").c_str());
     }
   }
@@ -98,11 +111,13 @@ void print_logit_lens(const LensView& v, const LoadedRun& run) {
     std::printf("\n");
   }
   std::printf("top-1 per position (rows: stages; columns: positions)\n  %-9s", "input");
-  for (int64_t i = 0; i <= last; ++i) std::printf(" %s", label(run, v.ids[i].item<int64_t>()).c_str());
+  for (int64_t i = 0; i <= last; ++i)
+    std::printf(" %s", label(run, v.ids[i].item<int64_t>()).c_str());
   std::printf("\n");
   for (size_t s = 0; s < lens.stages.size(); ++s) {
     std::printf("  %-9s", lens.stages[s].c_str());
-    for (int64_t t = 0; t <= last; ++t) std::printf(" %s", label(run, lens.top_ids[s][t][0].item<int64_t>()).c_str());
+    for (int64_t t = 0; t <= last; ++t)
+      std::printf(" %s", label(run, lens.top_ids[s][t][0].item<int64_t>()).c_str());
     std::printf("\n");
   }
   std::printf("\n");

@@ -1,4 +1,5 @@
-// tinylm: train, sample from, evaluate and inspect a tiny GPT. See README.md for the commands, docs/DESIGN.md for the design.
+// tinylm: train, sample from, evaluate and inspect a tiny GPT. See README.md for the commands,
+// docs/DESIGN.md for the design.
 
 #include <malloc.h>
 

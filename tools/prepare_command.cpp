@@ -31,7 +31,8 @@ int run_prepare(const PrepareArgs& args) {
                      "\" is generated in memory when training; there is nothing to prepare");
   }
   if (args.force) {
-    for (const char* name : {"train.bin", "val.bin"}) fs::remove(fs::path(config.data.cache_dir) / name);
+    for (const char* name : {"train.bin", "val.bin"})
+      fs::remove(fs::path(config.data.cache_dir) / name);
   }
   RunDataOptions options;
   options.threads = args.threads;
@@ -56,7 +57,8 @@ Command add_prepare_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "Encoding threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
   cmd->allow_extras();
-  cmd->footer("Any config key can be overridden with --section.key=value, e.g. --data.vocab_size=2048.");
+  cmd->footer(
+      "Any config key can be overridden with --section.key=value, e.g. --data.vocab_size=2048.");
   return [args, cmd] {
     args->overrides = parse_overrides(cmd->remaining());
     return run_prepare(*args);

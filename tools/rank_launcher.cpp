@@ -45,7 +45,8 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
-int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, double dist_timeout_s) {
+int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args,
+                       double dist_timeout_s) {
   // The job's store, on a port the kernel picks: no race for a free port, and tests can run
   // side by side.
   c10d::TCPStoreOptions options;
@@ -71,14 +72,19 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, dou
     // torchrun's environment, made before fork: between fork and exec only async-signal-safe
     // calls are safe (the store's thread may hold the allocator's lock).
     const std::vector<std::pair<std::string, std::string>> ours{
-        {"RANK", std::to_string(rank)},         {"LOCAL_RANK", std::to_string(rank)},
-        {"WORLD_SIZE", std::to_string(nproc)},  {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
-        {"MASTER_ADDR", "127.0.0.1"},           {"MASTER_PORT", std::to_string(port)},
-        {"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "0"}};
+        {"RANK", std::to_string(rank)},
+        {"LOCAL_RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(nproc)},
+        {"LOCAL_WORLD_SIZE", std::to_string(nproc)},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)},
+        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+        {"TORCHELASTIC_RESTART_COUNT", "0"}};
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e, name = entry.substr(0, entry.find('='));
-      if (std::none_of(ours.begin(), ours.end(), [&](const auto& kv) { return kv.first == name; })) {
+      if (std::none_of(ours.begin(), ours.end(),
+                       [&](const auto& kv) { return kv.first == name; })) {
         env.push_back(entry);
       }
     }
@@ -117,7 +123,8 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, dou
     int status = 0;
     const pid_t pid = ::waitpid(-group, &status, WNOHANG);
     if (pid > 0) {
-      const auto rank = static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
+      const auto rank =
+          static_cast<size_t>(std::find(pids.begin(), pids.end(), pid) - pids.begin());
       if (rank < pids.size()) {
         --running;
         const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -126,7 +133,8 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& rank_args, dou
         if (!ok && !stopped) {
           spdlog::error("rank {} {}", rank, describe_status(status));
           if (!failed && running > 0) {
-            kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(dist_timeout_s * 1000) + 10000);
+            kill_at = Clock::now() + std::chrono::milliseconds(
+                                         static_cast<int64_t>(dist_timeout_s * 1000) + 10000);
           }
           failed = true;
         }

@@ -61,7 +61,8 @@ SampleConfig sample_config(const RunConfig& config, const SampleArgs& args) {
 // when the batch is done. A sample with a stop text ends after its first occurrence.
 class SampleTexts {
  public:
-  explicit SampleTexts(const SampleConfig& s) : texts_(static_cast<size_t>(s.num_samples), s.prompt), stop_(s.stop) {}
+  explicit SampleTexts(const SampleConfig& s)
+      : texts_(static_cast<size_t>(s.num_samples), s.prompt), stop_(s.stop) {}
 
   // Adds a token's bytes to a sample; returns whether that sample wants more.
   bool add(int64_t sample, const std::string& bytes) {
@@ -124,7 +125,8 @@ int run_sample(const SampleArgs& args) {
     ++generated;
     return texts.add(sample, run.tokenizer->token_bytes(id));
   });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   texts.print_rest();
   spdlog::info("{} tokens in {:.2f} s: {:.0f} tokens/s ({} sample{} in one batch, KV cache {})",
                generated, seconds, static_cast<double>(generated) / seconds, s.num_samples,

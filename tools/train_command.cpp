@@ -37,7 +37,8 @@ extern "C" void on_stop_signal(int signal) {
 std::string build_fingerprint() {
   std::ifstream in("/proc/self/exe", std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return std::string("tinylm ") + TINYLM_VERSION + ", binary " + to_hex(Fingerprint().add(bytes).value());
+  return std::string("tinylm ") + TINYLM_VERSION + ", binary " +
+         to_hex(Fingerprint().add(bytes).value());
 }
 
 // The command line for each rank of --nproc: this one without --nproc, with --threads.
@@ -82,8 +83,8 @@ void check_model_unchanged(const RunConfig& saved, const RunConfig& resumed) {
 // and data cannot silently change under it.
 RunConfig train_config(const TrainArgs& args, const fs::path& out) {
   const bool own = args.resume && fs::exists(out / "config.toml");
-  RunConfig config = load_config_with_overrides(own ? out / "config.toml" : fs::path(args.config_path),
-                                                args.overrides, !args.resume);
+  RunConfig config = load_config_with_overrides(
+      own ? out / "config.toml" : fs::path(args.config_path), args.overrides, !args.resume);
   if (own) check_model_unchanged(load_run_config(out / "config.toml"), config);
   if (args.seed >= 0) config.train.seed = args.seed;
   if (!args.device.empty()) config.train.device = args.device;
@@ -102,7 +103,8 @@ std::unique_ptr<RankGroup> join_job(const WorldEnv& world, const TrainArgs& args
     device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(world.local_rank));
   }
   set_threads(args.threads > 0 ? args.threads : std::max(1, cores() / world.local_world_size));
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.train.dist_timeout_s * 1000));
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config.train.dist_timeout_s * 1000));
   auto group = std::make_unique<RankGroup>(world, device, timeout);
   spdlog::info("rank 0 of {} joined ({} on {}, store {}:{}{})", world.world_size,
                device.is_cuda() ? "NCCL" : "Gloo", device.str(), world.master_addr,
@@ -118,8 +120,9 @@ int run_train(const TrainArgs& args) {
     throw UsageError(e.what());
   }
   if (world && args.nproc > 0) {
-    throw UsageError("--nproc starts ranks itself; it cannot be used inside a job that "
-                     "already has RANK and WORLD_SIZE set (torchrun's)");
+    throw UsageError(
+        "--nproc starts ranks itself; it cannot be used inside a job that "
+        "already has RANK and WORLD_SIZE set (torchrun's)");
   }
   const fs::path out =
       args.out.empty() ? fs::path("runs") / fs::path(args.config_path).stem() : fs::path(args.out);
@@ -175,9 +178,10 @@ Command add_train_command(CLI::App& app) {
                   "Train with N data-parallel processes on this machine (the same model as one)")
       ->check(CLI::Range(1, 1024));
   cmd->allow_extras();
-  cmd->footer("Any config key can be overridden with --section.key=value, e.g. --train.max_iters=500.\n"
-              "Several machines: torchrun --redirects 1 --tee 1 --no_python --nnodes=M "
-              "--node_rank=K --nproc_per_node=N --master_addr=HOST tinylm train CONFIG");
+  cmd->footer(
+      "Any config key can be overridden with --section.key=value, e.g. --train.max_iters=500.\n"
+      "Several machines: torchrun --redirects 1 --tee 1 --no_python --nnodes=M "
+      "--node_rank=K --nproc_per_node=N --master_addr=HOST tinylm train CONFIG");
   return [args, cmd] {
     args->overrides = parse_overrides(cmd->remaining());
     return run_train(*args);

@@ -85,7 +85,8 @@ NamedTensors AdamW::moments() const {
   NamedTensors out;
   for (const Slot& s : slots_) {
     out.emplace_back("exp_avg." + s.name, exp_avg_.narrow(0, s.offset, s.numel).view(s.shape));
-    out.emplace_back("exp_avg_sq." + s.name, exp_avg_sq_.narrow(0, s.offset, s.numel).view(s.shape));
+    out.emplace_back("exp_avg_sq." + s.name,
+                     exp_avg_sq_.narrow(0, s.offset, s.numel).view(s.shape));
   }
   return out;
 }
@@ -96,7 +97,8 @@ void AdamW::restore(const std::map<std::string, torch::Tensor>& moments, int64_t
   steps_ = steps;
   if (steps == 0) return;
   for (const Slot& s : slots_) {
-    for (const auto& [prefix, buffer] : {std::pair{"exp_avg.", &exp_avg_}, {"exp_avg_sq.", &exp_avg_sq_}}) {
+    for (const auto& [prefix, buffer] :
+         {std::pair{"exp_avg.", &exp_avg_}, {"exp_avg_sq.", &exp_avg_sq_}}) {
       const auto it = moments.find(prefix + s.name);
       if (it == moments.end() || it->second.sizes().vec() != s.shape) {
         throw std::runtime_error(source + " lacks AdamW moments of the right shape for " + s.name);

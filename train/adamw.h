@@ -59,7 +59,7 @@ class AdamW {
   std::vector<Slot> slots_;
   torch::Tensor params_, grads_, exp_avg_, exp_avg_sq_;  // (N,) float32 each
   torch::Tensor sync_buffer_;  // (N + kSideSlots,): grads_ is its first N elements
-  int64_t decayed_ = 0;  // the first decayed_ elements get weight decay
+  int64_t decayed_ = 0;        // the first decayed_ elements get weight decay
   double beta1_, beta2_, eps_ = 1e-8, weight_decay_;
   int64_t steps_ = 0;
 };

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/io/files.h"
 #include "data/io/atomic_file.h"
+#include "data/io/files.h"
 #include "train/safetensors.h"
 
 namespace tinylm {
@@ -188,7 +188,8 @@ void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokeniz
       {"format", 1},
       {"step", state.step},
       {"last_eval_step", state.last_eval_step},
-      {"best_val_loss", std::isfinite(state.best_val_loss) ? json(state.best_val_loss) : json(nullptr)},
+      {"best_val_loss",
+       std::isfinite(state.best_val_loss) ? json(state.best_val_loss) : json(nullptr)},
       {"metrics_bytes", state.metrics_bytes},
       {"threads", state.threads},
       {"world_size", state.world_size},
@@ -217,10 +218,9 @@ LoadedRun load_run(const fs::path& dir) {
   config.model = model_config;
   std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer(dir);
   if (tokenizer->vocab_size() != model_config.vocab_size) {
-    throw std::runtime_error(dir.string() + ": its tokenizer has " +
-                             std::to_string(tokenizer->vocab_size()) +
-                             " ids but config.json says vocab_size " +
-                             std::to_string(model_config.vocab_size));
+    throw std::runtime_error(
+        dir.string() + ": its tokenizer has " + std::to_string(tokenizer->vocab_size()) +
+        " ids but config.json says vocab_size " + std::to_string(model_config.vocab_size));
   }
   GPT model(model_config);
   load_weights(dir / "model.safetensors", model);
@@ -234,11 +234,11 @@ void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step
   const Safetensors file = load_safetensors(path);
   const int64_t step = step_in(file, path);
   if (step != expected_step || model_step != expected_step) {
-    throw std::runtime_error(dir.string() + ": checkpoint files are from different steps (state.json " +
-                             std::to_string(expected_step) + ", model.safetensors " +
-                             std::to_string(model_step) + ", optimizer.safetensors " +
-                             std::to_string(step) + "); a save was cut short. Resume from " +
-                             (dir / "best").string() + " instead");
+    throw std::runtime_error(
+        dir.string() + ": checkpoint files are from different steps (state.json " +
+        std::to_string(expected_step) + ", model.safetensors " + std::to_string(model_step) +
+        ", optimizer.safetensors " + std::to_string(step) +
+        "); a save was cut short. Resume from " + (dir / "best").string() + " instead");
   }
   optimizer.restore(file.tensors, step, path.string());
 }

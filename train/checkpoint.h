@@ -11,8 +11,8 @@
 #include <limits>
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include "data/batches.h"
 #include "data/tokenizer.h"
@@ -27,12 +27,12 @@ struct TrainingState {
   int64_t step = 0;             // optimizer steps completed
   int64_t last_eval_step = -1;  // the step whose eval is already logged
   double best_val_loss = std::numeric_limits<double>::infinity();
-  uint64_t metrics_bytes = 0;   // length of metrics.jsonl when this checkpoint was written
+  uint64_t metrics_bytes = 0;  // length of metrics.jsonl when this checkpoint was written
   int64_t threads = 0;
-  int64_t world_size = 1;       // ranks that trained it (runs from before data parallel: 1)
-  std::string train_rng;        // generator states, hex
+  int64_t world_size = 1;  // ranks that trained it (runs from before data parallel: 1)
+  std::string train_rng;   // generator states, hex
   std::string eval_rng;
-  EpochPosition epoch;          // where epoch sampling stands (data.sampling = "epoch")
+  EpochPosition epoch;  // where epoch sampling stands (data.sampling = "epoch")
 };
 
 struct LoadedRun {
@@ -50,8 +50,8 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
 
 // Writes every file of a checkpoint into `dir` (created if needed), state.json last.
 void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
-                     const Tokenizer& tokenizer, GPT& model,
-                     const AdamW& optimizer, const TrainingState& state);
+                     const Tokenizer& tokenizer, GPT& model, const AdamW& optimizer,
+                     const TrainingState& state);
 
 // Copies model.safetensors into `model`; names, dtypes and shapes must agree exactly.
 // Returns the step the file records, or -1 when it records none (a file from elsewhere).

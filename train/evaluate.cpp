@@ -26,7 +26,8 @@ double batch_nats(GPT& model, const TokenSequence& tokens, const std::vector<int
 
 Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch) {
   const int64_t N = t.size();
-  if (N < 2) throw std::invalid_argument("scoring needs at least 2 tokens (got " + std::to_string(N) + ")");
+  if (N < 2)
+    throw std::invalid_argument("scoring needs at least 2 tokens (got " + std::to_string(N) + ")");
   const int64_t T = model->config().block_size;
   const int64_t predicted = N - 1, full = predicted / T, tail = predicted % T;
   double nats = 0.0;
@@ -50,7 +51,8 @@ double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
   torch::NoGradGuard no_grad;
   double total = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
-    const auto [x, y] = sampler.sample(generator);  // drawn on every rank: the generator stays in step
+    const auto [x, y] =
+        sampler.sample(generator);  // drawn on every rank: the generator stays in step
     if (i % world != rank) continue;
     total += next_token_loss(model->forward(x.to(device)), y.to(device)).item<double>();
   }

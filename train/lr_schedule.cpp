@@ -7,7 +7,8 @@ namespace tinylm {
 double learning_rate_at(int64_t step, const TrainConfig& c) {
   if (!c.decay_lr) return c.learning_rate;
   if (step < c.warmup_iters) {
-    return c.learning_rate * static_cast<double>(step + 1) / static_cast<double>(c.warmup_iters + 1);
+    return c.learning_rate * static_cast<double>(step + 1) /
+           static_cast<double>(c.warmup_iters + 1);
   }
   if (step > c.lr_decay_iters) return c.min_lr;
   const double ratio = static_cast<double>(step - c.warmup_iters) /

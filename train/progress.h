@@ -1,7 +1,7 @@
 #pragma once
-// A one-line live progress display on stderr (step, loss, tokens/s, ETA; or bytes, rate, ETA), redrawn in place
-// when stderr is a terminal and silent otherwise. Log lines call clear() first so that the
-// two never interleave on one line.
+// A one-line live progress display on stderr (step, loss, tokens/s, ETA; or bytes, rate, ETA),
+// redrawn in place when stderr is a terminal and silent otherwise. Log lines call clear() first so
+// that the two never interleave on one line.
 
 #include <unistd.h>
 
@@ -36,7 +36,8 @@ class ProgressLine {
     if (done < total && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
     const double rate = seconds > 0 ? static_cast<double>(done) / seconds : 0.0;  // bytes/s
-    const auto eta = static_cast<int64_t>(rate > 0 ? static_cast<double>(total - done) / rate + 0.5 : 0);
+    const auto eta =
+        static_cast<int64_t>(rate > 0 ? static_cast<double>(total - done) / rate + 0.5 : 0);
     std::fprintf(stderr, "\r\033[K %s %3.0f%% | %.1f/%.1f MB | %.1f MB/s | ETA %lld:%02lld", what,
                  total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0,
                  static_cast<double>(done) / 1e6, static_cast<double>(total) / 1e6, rate / 1e6,

@@ -1,9 +1,9 @@
 #include "train/rank_group.h"
 
+#include <torch/version.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <torch/version.h>
 #ifdef TINYLM_WITH_NCCL
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -40,9 +40,10 @@ int parse_env_int(const char* name, int fallback, int lo, int hi) {
   errno = 0;
   const long value = std::strtol(text, &end, 10);
   if (*text == '\0' || *end != '\0' || errno != 0 || value < lo || value > hi) {
-    throw std::invalid_argument(fmt::format("environment variable {}={:?} is not an integer in "
-                                            "[{}, {}]",
-                                            name, text, lo, hi));
+    throw std::invalid_argument(
+        fmt::format("environment variable {}={:?} is not an integer in "
+                    "[{}, {}]",
+                    name, text, lo, hi));
   }
   return static_cast<int>(value);
 }
@@ -68,9 +69,10 @@ std::string local_address_towards(const std::string& host, int port) {
   char text[INET6_ADDRSTRLEN] = {};
   if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
-    const void* raw = local.ss_family == AF_INET6
-                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    const void* raw =
+        local.ss_family == AF_INET6
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
     if (::inet_ntop(local.ss_family, raw, text, sizeof text)) address = text;
   }
   if (fd >= 0) ::close(fd);
@@ -106,11 +108,11 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store(const WorldEnv& env, bool serve
     const std::string what = e.what();
     const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
     if (server) {
-      throw std::runtime_error(fmt::format(
-          "cannot host the store on port {}{} (set MASTER_PORT to a free port): {}",
-          env.master_port,
-          what.find("in use") != std::string::npos ? ", which is already in use" : "",
-          what.substr(0, what.find('\n'))));
+      throw std::runtime_error(
+          fmt::format("cannot host the store on port {}{} (set MASTER_PORT to a free port): {}",
+                      env.master_port,
+                      what.find("in use") != std::string::npos ? ", which is already in use" : "",
+                      what.substr(0, what.find('\n'))));
     }
     throw std::runtime_error(fmt::format(
         "found no store at MASTER_ADDR:MASTER_PORT = {} within {} s (is rank 0 or the launcher "
@@ -130,8 +132,8 @@ std::optional<WorldEnv> world_from_environment() {
   env.world_size = parse_env_int("WORLD_SIZE", 1, 1, 1 << 16);
   env.rank = parse_env_int("RANK", 0, 0, env.world_size - 1);
   env.local_world_size = parse_env_int("LOCAL_WORLD_SIZE", env.world_size, 1, env.world_size);
-  env.local_rank = parse_env_int("LOCAL_RANK", env.rank % env.local_world_size, 0,
-                                 env.local_world_size - 1);
+  env.local_rank =
+      parse_env_int("LOCAL_RANK", env.rank % env.local_world_size, 0, env.local_world_size - 1);
   env.master_port = parse_env_int("MASTER_PORT", 29500, 1, 65535);
   env.restart_count = parse_env_int("TORCHELASTIC_RESTART_COUNT", 0, 0, 1 << 20);
   if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr) {
@@ -154,7 +156,8 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
     : env_(env), timeout_(timeout), collectives_(std::make_unique<Collectives>()) {
   const bool host = !env.agent_store && env.rank == 0;
   // torchrun's agent store keeps each restart attempt's keys apart under this prefix.
-  const std::string attempt = env.agent_store ? fmt::format("/worker/attempt_{}", env.restart_count) : "";
+  const std::string attempt =
+      env.agent_store ? fmt::format("/worker/attempt_{}", env.restart_count) : "";
   const auto prefixed = [&](const c10::intrusive_ptr<c10d::TCPStore>& tcp) {
     return c10::make_intrusive<c10d::PrefixStore>(attempt + "/tinylm", tcp);
   };
@@ -163,12 +166,14 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
   collectives_->beat_store = prefixed(connect_store(env, false, timeout));
   const auto pg_store = c10::make_intrusive<c10d::PrefixStore>(attempt + "/pg", tcp);
 #ifndef TINYLM_WITH_NCCL
-  if (device.is_cuda()) throw std::runtime_error("this tinylm was built without NCCL, which CUDA ranks need");
+  if (device.is_cuda())
+    throw std::runtime_error("this tinylm was built without NCCL, which CUDA ranks need");
 #endif
   try {
     if (device.is_cuda()) {
 #ifdef TINYLM_WITH_NCCL
-      if (device.has_index()) c10::cuda::set_device(device.index());  // NCCL's communicator binds to it
+      if (device.has_index())
+        c10::cuda::set_device(device.index());  // NCCL's communicator binds to it
       auto options = c10d::ProcessGroupNCCL::Options::create();
       options->timeout = timeout;
       collectives_->backend =
@@ -182,10 +187,10 @@ RankGroup::RankGroup(const WorldEnv& env, const torch::Device& device,
     }
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    throw std::runtime_error(fmt::format(
-        "not all {} ranks joined within {} s ({})", env.world_size,
-        std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
-        what.substr(0, what.find('\n'))));
+    throw std::runtime_error(
+        fmt::format("not all {} ranks joined within {} s ({})", env.world_size,
+                    std::chrono::duration_cast<std::chrono::seconds>(timeout).count(),
+                    what.substr(0, what.find('\n'))));
   }
   heartbeat_ = std::thread([this] {
     const std::string key = fmt::format("beat/{}", env_.rank);
@@ -219,7 +224,8 @@ void RankGroup::all_reduce_sum(torch::Tensor& tensor) {
 
 std::vector<int64_t> RankGroup::read_heartbeats() {
   std::vector<int64_t> beats;
-  for (int r = 0; r < env_.world_size; ++r) beats.push_back(collectives_->store->add(fmt::format("beat/{}", r), 0));
+  for (int r = 0; r < env_.world_size; ++r)
+    beats.push_back(collectives_->store->add(fmt::format("beat/{}", r), 0));
   return beats;
 }
 
@@ -231,20 +237,23 @@ void RankGroup::throw_lost(const std::string& during, const std::string& cause) 
     std::this_thread::sleep_for(kBeatSilence);
     const auto after = read_heartbeats();
     for (int r = 0; r < env_.world_size; ++r) {
-      if (r != env_.rank && after[static_cast<size_t>(r)] == before[static_cast<size_t>(r)]) lost.push_back(r);
+      if (r != env_.rank && after[static_cast<size_t>(r)] == before[static_cast<size_t>(r)])
+        lost.push_back(r);
     }
   } catch (const std::exception&) {
-    throw RankLost(fmt::format(
-        "{} failed and the store at {}:{} is gone too, so {} was lost ({})", during, env_.master_addr, env_.master_port,
-        env_.agent_store ? "the launcher" : "rank 0, which held it,", first_line));
+    throw RankLost(fmt::format("{} failed and the store at {}:{} is gone too, so {} was lost ({})",
+                               during, env_.master_addr, env_.master_port,
+                               env_.agent_store ? "the launcher" : "rank 0, which held it,",
+                               first_line));
   }
   std::string names;
   for (const int r : lost) names += (names.empty() ? "" : ", ") + std::to_string(r);
   if (names.empty()) {
-    throw RankLost(fmt::format("{} failed, though every rank still answers ({})", during, first_line));
+    throw RankLost(
+        fmt::format("{} failed, though every rank still answers ({})", during, first_line));
   }
-  throw RankLost(fmt::format("lost rank {} of {} during {} ({})", names, env_.world_size, during,
-                             first_line));
+  throw RankLost(
+      fmt::format("lost rank {} of {} during {} ({})", names, env_.world_size, during, first_line));
 }
 
 void RankGroup::agree(const std::string& topic,
@@ -287,8 +296,10 @@ void RankGroup::agree(const std::string& topic,
   for (int r = 1; r < env_.world_size; ++r) {
     const auto [error, lines] = parse(texts[static_cast<size_t>(r)]);
     for (size_t i = 0; i < std::max(lines.size(), facts0.size()); ++i) {
-      const auto mine = i < lines.size() ? lines[i] : std::pair<std::string, std::string>{"(none)", ""};
-      const auto theirs = i < facts0.size() ? facts0[i] : std::pair<std::string, std::string>{"(none)", ""};
+      const auto mine =
+          i < lines.size() ? lines[i] : std::pair<std::string, std::string>{"(none)", ""};
+      const auto theirs =
+          i < facts0.size() ? facts0[i] : std::pair<std::string, std::string>{"(none)", ""};
       if (mine != theirs) {
         throw std::runtime_error(fmt::format(
             "rank {}'s {} differs from rank 0's at {}: {} against {}; every rank must run the "

@@ -65,7 +65,8 @@ class RankGroup {
   // rank 0's this returns on every rank. Otherwise every rank throws the same std::runtime_error,
   // naming the first rank and key that differ (or the first rank's non-empty `local_error`,
   // so that a rank that cannot start stops the others with its reason).
-  void agree(const std::string& topic, const std::vector<std::pair<std::string, std::string>>& facts,
+  void agree(const std::string& topic,
+             const std::vector<std::pair<std::string, std::string>>& facts,
              const std::string& local_error = "");
 
  private:

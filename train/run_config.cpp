@@ -15,13 +15,20 @@ namespace {
 
 std::string type_name(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    default: return "a date or time";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    default:
+      return "a date or time";
   }
 }
 
@@ -73,11 +80,16 @@ void set_key(const ConfigKey<RunConfig>& k, RunConfig& config, const toml::node&
 // What a key of this value's type accepts when nothing narrows it, for the key table.
 const char* type_words(const ConfigValue& value) {
   switch (value.index()) {
-    case 0: return "true, false";
-    case 1: return "an integer";
-    case 2: return "a number";
-    case 3: return "a string";
-    default: return "strings";
+    case 0:
+      return "true, false";
+    case 1:
+      return "an integer";
+    case 2:
+      return "a number";
+    case 3:
+      return "a string";
+    default:
+      return "strings";
   }
 }
 
@@ -163,8 +175,8 @@ std::vector<ConfigKey<RunConfig>> declare_run_keys() {
   };
   const std::vector<ConfigKey<S>> sample = {
       key("prompt", &S::prompt, anything(), "the text to continue (tinylm sample)"),
-      key("max_new_tokens", &S::max_new_tokens,
-          between(1, static_cast<double>(kMaxNewTokensLimit)), "tokens per sample"),
+      key("max_new_tokens", &S::max_new_tokens, between(1, static_cast<double>(kMaxNewTokensLimit)),
+          "tokens per sample"),
       key("temperature", &S::temperature, at_least(0), "0 = greedy"),
       key("top_k", &S::top_k, at_least(0), "keep the k likeliest tokens; 0 = off"),
       key("top_p", &S::top_p, between(0, 1, "(]"), "nucleus sampling; 1 = off"),
@@ -174,9 +186,9 @@ std::vector<ConfigKey<RunConfig>> declare_run_keys() {
           "a sample ends after the first occurrence of this text; empty = never"),
   };
   std::vector<ConfigKey<RunConfig>> keys = section("model", &RunConfig::model, model_keys());
-  for (auto part : {section("data", &RunConfig::data, data),
-                    section("train", &RunConfig::train, train),
-                    section("sample", &RunConfig::sample, sample)}) {
+  for (auto part :
+       {section("data", &RunConfig::data, data), section("train", &RunConfig::train, train),
+        section("sample", &RunConfig::sample, sample)}) {
     keys.insert(keys.end(), part.begin(), part.end());
   }
   return keys;
@@ -279,13 +291,14 @@ RunConfig load_run_config(const std::filesystem::path& path) {
   try {
     doc = toml::parse_file(path.string());
   } catch (const toml::parse_error& e) {
-    throw std::invalid_argument(path.string() + ":" + std::to_string(e.source().begin.line) +
-                                ": " + std::string(e.description()));
+    throw std::invalid_argument(path.string() + ":" + std::to_string(e.source().begin.line) + ": " +
+                                std::string(e.description()));
   }
   RunConfig config;
   for (const auto& [section_key, section_node] : doc) {
     const std::string section(section_key.str());
-    const auto line = " (" + path.string() + ":" + std::to_string(section_node.source().begin.line) + ")";
+    const auto line =
+        " (" + path.string() + ":" + std::to_string(section_node.source().begin.line) + ")";
     const toml::table* table = section_node.as_table();
     if (section != "model" && section != "data" && section != "train" && section != "sample") {
       if (!table) throw unknown_key(section, line);
@@ -295,7 +308,8 @@ RunConfig load_run_config(const std::filesystem::path& path) {
     if (!table) throw std::invalid_argument("[" + section + "]" + line + " must be a table");
     for (const auto& [key, node] : *table) {
       const std::string name = section + "." + std::string(key.str());
-      const auto where = " (" + path.string() + ":" + std::to_string(node.source().begin.line) + ")";
+      const auto where =
+          " (" + path.string() + ":" + std::to_string(node.source().begin.line) + ")";
       const ConfigKey<RunConfig>* k = find_key(name);
       if (!k) throw unknown_key(name, where);
       set_key(*k, config, node, where);

@@ -8,9 +8,9 @@
 
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
+#include "data/induction_corpus.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
-#include "data/induction_corpus.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/token_cache.h"
 #include "data/utf8.h"
@@ -59,11 +59,13 @@ std::unique_ptr<Tokenizer> char_tokenizer_of(const std::vector<fs::path>& files)
 
 // SentencePiece trained on the lines of the train text: the first train_fraction of the
 // bytes when the corpus is split, so the val text never shapes the vocabulary.
-std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d, const std::vector<fs::path>& files) {
+std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d,
+                                           const std::vector<fs::path>& files) {
   uint64_t total = 0;
   for (const fs::path& file : files) total += fs::file_size(file);
-  const uint64_t limit =
-      d.val_path.empty() ? static_cast<uint64_t>(d.train_fraction * static_cast<double>(total)) : total;
+  const uint64_t limit = d.val_path.empty()
+                             ? static_cast<uint64_t>(d.train_fraction * static_cast<double>(total))
+                             : total;
   SentencePieceTraining options;
   options.model_type = name_of(d.model_type);
   options.vocab_size = d.vocab_size;
@@ -89,8 +91,8 @@ std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d, const std::vecto
     return true;
   };
   const auto start = std::chrono::steady_clock::now();
-  spdlog::info("training a SentencePiece {} tokenizer of {} pieces on {:.1f} MB of {}", name_of(d.model_type),
-               d.vocab_size, static_cast<double>(limit) / 1e6, d.path);
+  spdlog::info("training a SentencePiece {} tokenizer of {} pieces on {:.1f} MB of {}",
+               name_of(d.model_type), d.vocab_size, static_cast<double>(limit) / 1e6, d.path);
   auto tokenizer = train_sentencepiece(options, next_line, d.path);
   spdlog::info("tokenizer trained in {:.1f} s",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -117,11 +119,14 @@ RunData synthetic_data(const RunConfig& config, std::shared_ptr<const Tokenizer>
                     ? std::shared_ptr<const Tokenizer>(make_byte_tokenizer())
                     : std::make_shared<CharTokenizer>(CharTokenizer::from_text(text));
   }
-  const auto n_train = static_cast<size_t>(config.data.train_fraction * static_cast<double>(text.size()));
+  const auto n_train =
+      static_cast<size_t>(config.data.train_fraction * static_cast<double>(text.size()));
   // The corpus is ASCII: one byte, one character, one token, so the split is the same.
   RunData data;
-  data.train = encode_in_memory(*tokenizer, std::string_view(text).substr(0, n_train), describe_corpus(config));
-  data.val = encode_in_memory(*tokenizer, std::string_view(text).substr(n_train), describe_corpus(config));
+  data.train = encode_in_memory(*tokenizer, std::string_view(text).substr(0, n_train),
+                                describe_corpus(config));
+  data.val =
+      encode_in_memory(*tokenizer, std::string_view(text).substr(n_train), describe_corpus(config));
   data.tokenizer = std::move(tokenizer);
   return data;
 }
@@ -137,9 +142,11 @@ std::string describe_corpus(const RunConfig& config) {
 }
 
 RunData load_run_data(const RunConfig& config, const RunDataOptions& options) {
-  if (config.data.source == DataSource::kInduction) return synthetic_data(config, options.tokenizer);
+  if (config.data.source == DataSource::kInduction)
+    return synthetic_data(config, options.tokenizer);
   if (config.data.cache_dir.empty()) {
-    throw std::invalid_argument("data.cache_dir is not set: tinylm needs a directory for token files");
+    throw std::invalid_argument(
+        "data.cache_dir is not set: tinylm needs a directory for token files");
   }
   TokenCacheSpec spec;
   spec.dir = config.data.cache_dir;
@@ -147,12 +154,14 @@ RunData load_run_data(const RunConfig& config, const RunDataOptions& options) {
   spec.val_files = val_files(config.data);
   spec.train_fraction = config.data.train_fraction;
   spec.recipe_fingerprint = recipe_fingerprint(config.data);
-  spec.threads = options.threads > 0 ? options.threads
-                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  spec.threads = options.threads > 0
+                     ? options.threads
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   ProgressLine line(options.progress);
   const auto start = std::chrono::steady_clock::now();
   spec.progress = [&](uint64_t done, uint64_t total) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     line.update_bytes("tokenizing", done, total, seconds);
   };
   PreparedCorpus prepared =

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/io/files.h"
 #include "data/io/atomic_file.h"
+#include "data/io/files.h"
 
 namespace tinylm {
 namespace {
@@ -16,8 +16,11 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
 
 const std::vector<std::pair<std::string, torch::ScalarType>>& dtypes() {
   static const std::vector<std::pair<std::string, torch::ScalarType>> table = {
-      {"F32", torch::kFloat32}, {"F64", torch::kFloat64}, {"I64", torch::kInt64},
-      {"I32", torch::kInt32},   {"U8", torch::kUInt8}};
+      {"F32", torch::kFloat32},
+      {"F64", torch::kFloat64},
+      {"I64", torch::kInt64},
+      {"I32", torch::kInt32},
+      {"U8", torch::kUInt8}};
   return table;
 }
 
@@ -65,14 +68,16 @@ Safetensors decode_safetensors(const std::string& bytes, const std::string& sour
   };
   if (bytes.size() < 8) throw bad("shorter than its 8-byte header length");
   uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i) header_len |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    header_len |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
   if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8) {
     throw bad("header length " + std::to_string(header_len) + " exceeds the file (" +
               std::to_string(bytes.size()) + " bytes): truncated?");
   }
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(header_len));
+    header =
+        nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<long>(header_len));
   } catch (const nlohmann::json::exception& e) {
     throw bad(std::string("header is not JSON (") + e.what() + ")");
   }
@@ -125,8 +130,8 @@ Safetensors decode_safetensors(const std::string& bytes, const std::string& sour
     const torch::ScalarType type = found->second;
     const uint64_t expected = numel * c10::elementSize(type);
     if (end - begin != expected) {
-      throw bad(where + "holds " + std::to_string(end - begin) + " bytes but dtype and shape need " +
-                std::to_string(expected));
+      throw bad(where + "holds " + std::to_string(end - begin) +
+                " bytes but dtype and shape need " + std::to_string(expected));
     }
     spans.emplace_back(begin, end);
     torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type));

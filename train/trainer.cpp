@@ -10,13 +10,13 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "data/batches.h"
 #include "data/io/fingerprint.h"
-#include "model/gpt.h"
 #include "model/analysis/induction_probe.h"
+#include "model/gpt.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
@@ -71,7 +71,8 @@ struct TrainingData {
 
 // Text -> tokens (through the cache) -> random-window samplers. On resume the tokens must come
 // from the tokenizer the run was trained with.
-TrainingData load_training_data(const RunConfig& config, const fs::path* resumed_run, bool progress) {
+TrainingData load_training_data(const RunConfig& config, const fs::path* resumed_run,
+                                bool progress) {
   const auto start = Clock::now();
   RunDataOptions options;
   options.progress = progress;
@@ -93,7 +94,8 @@ json probe_record(GPT& model, const torch::Tensor& probe) {
     json rows = json::array();
     for (int64_t l = 0; l < t.size(0); ++l) {
       json row = json::array();
-      for (int64_t h = 0; h < t.size(1); ++h) row.push_back(std::round(t[l][h].item<double>() * 1e4) / 1e4);
+      for (int64_t h = 0; h < t.size(1); ++h)
+        row.push_back(std::round(t[l][h].item<double>() * 1e4) / 1e4);
       rows.push_back(row);
     }
     return rows;
@@ -148,7 +150,8 @@ std::vector<std::pair<std::string, std::string>> startup_facts(const RunConfig& 
     std::vector<int64_t> ids(static_cast<size_t>(n));
     for (const int64_t start : {int64_t{0}, tokens.size() - n}) {
       tokens.copy_to(start, n, ids.data());
-      f.add(std::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int64_t)));
+      f.add(std::string_view(reinterpret_cast<const char*>(ids.data()),
+                             ids.size() * sizeof(int64_t)));
     }
     return std::to_string(tokens.size()) + " tokens, " + to_hex(f.value());
   };
@@ -242,7 +245,8 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
                     static_cast<uint64_t>(t_.seed) + 4);
     if (options_.resume) epochs_->seek(state_.epoch);
     spdlog::info("epoch sampling: {} windows per epoch, at epoch {} window {}",
-                 epochs_->windows_per_epoch(), epochs_->position().epoch, epochs_->position().position);
+                 epochs_->windows_per_epoch(), epochs_->position().epoch,
+                 epochs_->position().position);
   }
   if (writer_) {
     fs::create_directories(out_);
@@ -269,10 +273,12 @@ TrainingData Trainer::start() {
     if (options_.resume && !fs::is_regular_file(out_ / "state.json")) {
       throw std::runtime_error("cannot resume: " + out_.string() +
                                " is not a tinylm run directory (no state.json)" +
-                               (writer_ ? "" : "; every rank reads the checkpoint, so the run "
-                                               "directory must be at the same path on every machine"));
+                               (writer_ ? ""
+                                        : "; every rank reads the checkpoint, so the run "
+                                          "directory must be at the same path on every machine"));
     }
-    loaded.emplace(load_training_data(config_, options_.resume ? &out_ : nullptr, options_.progress && writer_));
+    loaded.emplace(load_training_data(config_, options_.resume ? &out_ : nullptr,
+                                      options_.progress && writer_));
   } catch (const std::exception& e) {
     if (!group_) throw;
     startup_error = e.what();
@@ -296,15 +302,17 @@ void Trainer::restore() {
   set_generator_state(rng_.train, state_.train_rng, (out_ / "state.json").string());
   set_generator_state(rng_.eval, state_.eval_rng, (out_ / "state.json").string());
   if (state_.threads != torch::get_num_threads() && writer_) {
-    spdlog::warn("the checkpoint was written with {} threads and this run uses {}: losses will "
-                 "differ in the last bits from an unbroken run",
-                 state_.threads, torch::get_num_threads());
+    spdlog::warn(
+        "the checkpoint was written with {} threads and this run uses {}: losses will "
+        "differ in the last bits from an unbroken run",
+        state_.threads, torch::get_num_threads());
   }
   if (state_.world_size != world_) {
-    spdlog::info("the checkpoint was written by {} rank{} and this run has {}: the data order "
-                 "is the same, so results now match an unbroken run to float tolerance, not "
-                 "bit for bit",
-                 state_.world_size, state_.world_size == 1 ? "" : "s", world_);
+    spdlog::info(
+        "the checkpoint was written by {} rank{} and this run has {}: the data order "
+        "is the same, so results now match an unbroken run to float tolerance, not "
+        "bit for bit",
+        state_.world_size, state_.world_size == 1 ? "" : "s", world_);
   }
   spdlog::info("resuming {} at step {} of {}", out_.string(), state_.step, t_.max_iters);
 }
@@ -329,15 +337,21 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
   const double val_bpb = bits_per_byte(val_loss_, data_.val_split.tokens_per_byte());
   spdlog::info("eval step {}: train loss {:.4f}, val loss {:.4f} ({:.4f} bits/byte) ({:.2f} s)",
                step, train_loss, val_loss_, val_bpb, seconds_since(t_eval));
-  json record = {{"kind", "eval"}, {"step", step}, {"train_loss", train_loss},
-                 {"val_loss", val_loss_}, {"train_bpb", train_bpb}, {"val_bpb", val_bpb},
-                 {"lr", learning_rate_at(step, t_)}, {"elapsed_s", seconds_since(started_)}};
+  json record = {{"kind", "eval"},
+                 {"step", step},
+                 {"train_loss", train_loss},
+                 {"val_loss", val_loss_},
+                 {"train_bpb", train_bpb},
+                 {"val_bpb", val_bpb},
+                 {"lr", learning_rate_at(step, t_)},
+                 {"elapsed_s", seconds_since(started_)}};
   if (probe_.defined()) {
     const json heads = probe_record(model_, probe_);
-    spdlog::info("  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
-                 "head {}, top induction head {}",
-                 heads["loss_second_half"].get<double>(), heads["loss_first_half"].get<double>(),
-                 top_head(heads["previous_token"]), top_head(heads["induction"]));
+    spdlog::info(
+        "  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
+        "head {}, top induction head {}",
+        heads["loss_second_half"].get<double>(), heads["loss_first_half"].get<double>(),
+        top_head(heads["previous_token"]), top_head(heads["induction"]));
     record["probe"] = heads;
   }
   if (metrics_) metrics_->write(record);
@@ -351,8 +365,11 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
 StepResult Trainer::train_one_step(int64_t step) {
   seed_dropout(device_, t_.seed, step, rank_);
   const bool stop_wanted = options_.stop_requested && options_.stop_requested->load();
-  const auto next_batch = [&] { return epochs_ ? epochs_->next() : data_.train.sample(rng_.train); };
-  return train_step(model_, *optimizer_, t_, learning_rate_at(step, t_), next_batch, group_, stop_wanted);
+  const auto next_batch = [&] {
+    return epochs_ ? epochs_->next() : data_.train.sample(rng_.train);
+  };
+  return train_step(model_, *optimizer_, t_, learning_rate_at(step, t_), next_batch, group_,
+                    stop_wanted);
 }
 
 void Trainer::log_step(int64_t step, const StepResult& result, double seconds) {
@@ -365,9 +382,14 @@ void Trainer::log_step(int64_t step, const StepResult& result, double seconds) {
     spdlog::info("step {}: loss {:.4f}, lr {:.2e}, {:.1f} ms/iter, {:.0f} tok/s, grad norm {:.3f}",
                  step, result.loss, lr, seconds * 1e3, tokens / seconds, result.grad_norm);
     if (metrics_) {
-      metrics_->write({{"kind", "train"}, {"step", step}, {"loss", result.loss}, {"lr", lr},
-                       {"grad_norm", result.grad_norm}, {"ms_per_iter", seconds * 1e3},
-                       {"tokens_per_s", tokens / seconds}, {"elapsed_s", seconds_since(started_)}});
+      metrics_->write({{"kind", "train"},
+                       {"step", step},
+                       {"loss", result.loss},
+                       {"lr", lr},
+                       {"grad_norm", result.grad_norm},
+                       {"ms_per_iter", seconds * 1e3},
+                       {"tokens_per_s", tokens / seconds},
+                       {"elapsed_s", seconds_since(started_)}});
     }
   }
   progress_.update(step + 1, t_.max_iters, result.loss, tokens / step_seconds_avg_,
@@ -389,7 +411,8 @@ TrainResult Trainer::run() {
     if (options_.on_step) options_.on_step(state_.step);
     // One process stops as soon as asked; ranks when the all-reduce has told them all, so
     // that they stop after the same step.
-    const bool stop = group_ ? result.stop : options_.stop_requested && options_.stop_requested->load();
+    const bool stop =
+        group_ ? result.stop : options_.stop_requested && options_.stop_requested->load();
     if (stop) {
       progress_.clear();
       checkpoint(out_);
@@ -410,9 +433,10 @@ TrainResult Trainer::finish() {
     spdlog::info("nothing to train: {} is at step {} of {} (raise --train.max_iters to go on)",
                  out_.string(), state_.step, t_.max_iters);
   } else {
-    spdlog::info("done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
-                 steps, elapsed, elapsed * 1e3 / static_cast<double>(steps), val_loss_,
-                 state_.best_val_loss, out_.string());
+    spdlog::info(
+        "done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
+        steps, elapsed, elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss,
+        out_.string());
   }
   return {TrainOutcome::kFinished, state_.step, val_loss_};
 }

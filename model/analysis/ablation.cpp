@@ -23,7 +23,8 @@ std::vector<HeadRef> parse_head_list(const std::string& text) {
     const std::string item = text.substr(start, comma - start);
     const size_t dot = item.find('.');
     const auto is_number = [](const std::string& s) {
-      return !s.empty() && s.size() < 9 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+      return !s.empty() && s.size() < 9 &&
+             std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
     };
     if (dot == std::string::npos || !is_number(item.substr(0, dot)) ||
         !is_number(item.substr(dot + 1))) {
@@ -39,9 +40,9 @@ std::vector<HeadRef> parse_head_list(const std::string& text) {
 void check_heads(const ModelConfig& config, const std::vector<HeadRef>& heads) {
   for (const HeadRef& h : heads) {
     if (h.layer >= config.n_layer || h.head >= config.n_head) {
-      throw std::invalid_argument(
-          "head " + h.label() + " is not in this model: layers are 0-" +
-          std::to_string(config.n_layer - 1) + " and heads 0-" + std::to_string(config.n_head - 1));
+      throw std::invalid_argument("head " + h.label() + " is not in this model: layers are 0-" +
+                                  std::to_string(config.n_layer - 1) + " and heads 0-" +
+                                  std::to_string(config.n_head - 1));
     }
   }
 }
@@ -50,7 +51,7 @@ HookHandle ablate_head(GPT& model, HeadRef head, torch::Tensor value) {
   check_heads(model->config(), {head});
   return model->add_hook(hook_name(head.layer, "attn.hook_z"),
                          [head, value](const torch::Tensor& z, const std::string&) {
-                           torch::Tensor out = z.clone();  // (B, nh, T, hs)
+                           torch::Tensor out = z.clone();                  // (B, nh, T, hs)
                            torch::Tensor slot = out.select(1, head.head);  // (B, T, hs)
                            if (value.defined()) {
                              slot.copy_(value.to(z.dtype()).expand_as(slot));
@@ -73,11 +74,14 @@ torch::Tensor mean_head_outputs(GPT& model, const torch::Tensor& tokens, int64_t
   torch::Tensor sum;  // (L, nh, hs) float64
   int64_t count = 0;
   for (int64_t start = 0; start < tokens.size(0); start += batch_size) {
-    const torch::Tensor batch = tokens.slice(0, start, std::min(tokens.size(0), start + batch_size));
+    const torch::Tensor batch =
+        tokens.slice(0, start, std::min(tokens.size(0), start + batch_size));
     const CachedRun run = run_with_cache(model, batch, names_ending_with("attn.hook_z"));
     std::vector<torch::Tensor> layers;
     for (int64_t l = 0; l < L; ++l) {
-      layers.push_back(run.cache.at(hook_name(l, "attn.hook_z")).to(torch::kFloat64).sum(std::vector<int64_t>{0, 2}));
+      layers.push_back(run.cache.at(hook_name(l, "attn.hook_z"))
+                           .to(torch::kFloat64)
+                           .sum(std::vector<int64_t>{0, 2}));
     }
     const torch::Tensor s = torch::stack(layers);  // (L, nh, hs)
     sum = sum.defined() ? sum + s : s;

@@ -44,8 +44,8 @@ struct HeadAblation {
 };
 
 struct AblationTable {
-  double loss = 0.0;        // unablated loss on the windows
-  double probe_loss = 0.0;  // unablated induction loss
+  double loss = 0.0;                // unablated loss on the windows
+  double probe_loss = 0.0;          // unablated induction loss
   std::vector<HeadAblation> heads;  // sorted by `zero`, largest first
 };
 

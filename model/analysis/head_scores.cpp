@@ -42,7 +42,8 @@ ScoreSum score_sum(const torch::Tensor& pattern, const torch::Tensor& target,
                    const torch::Tensor& rows) {
   torch::Tensor counted = target.sum(-1) > 0;  // (B, T)
   if (rows.defined()) counted = counted & rows;
-  const torch::Tensor mass = (pattern.to(torch::kFloat64) * target.unsqueeze(1)).sum(-1);  // (B, nh, T)
+  const torch::Tensor mass =
+      (pattern.to(torch::kFloat64) * target.unsqueeze(1)).sum(-1);  // (B, nh, T)
   const torch::Tensor selected = mass * counted.unsqueeze(1);
   return {selected.sum(std::vector<int64_t>{0, 2}), counted.sum().item<int64_t>()};
 }
@@ -74,8 +75,8 @@ HeadScores head_scores(GPT& model, const torch::Tensor& tokens, int64_t inductio
     for (int64_t l = 0; l < L; ++l) {
       const torch::Tensor& pattern = run.cache.at(hook_name(l, "attn.hook_pattern"));
       for (const std::string& name : head_target_names()) {
-        const ScoreSum s =
-            score_sum(pattern, targets[name], name == "induction" ? induction_rows : torch::Tensor());
+        const ScoreSum s = score_sum(pattern, targets[name],
+                                     name == "induction" ? induction_rows : torch::Tensor());
         sums[name][l] += s.sum;
         if (l == 0) rows[name] += s.rows;
       }

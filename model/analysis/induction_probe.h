@@ -9,8 +9,8 @@
 
 #include <torch/torch.h>
 
-#include "model/gpt.h"
 #include "model/analysis/head_scores.h"
+#include "model/gpt.h"
 
 namespace tinylm {
 

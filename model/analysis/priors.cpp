@@ -1,7 +1,7 @@
 #include "model/analysis/priors.h"
 
-#include "model/attention.h"
 #include "model/analysis/head_scores.h"
+#include "model/attention.h"
 
 namespace tinylm {
 namespace {
@@ -28,10 +28,9 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
   const torch::Tensor embedding = model->transformer->wte->weight;  // (V, C)
   const torch::Tensor positions = model->positions(P);              // (P, C) or undefined
   // W_U with ln_f folded in: centring (LayerNorm only) and ln_f's weight, (C, V).
-  const torch::Tensor centre =
-      model->transformer->ln_f->centres()
-          ? torch::eye(c.n_embd) - 1.0 / static_cast<double>(c.n_embd)
-          : torch::eye(c.n_embd);
+  const torch::Tensor centre = model->transformer->ln_f->centres()
+                                   ? torch::eye(c.n_embd) - 1.0 / static_cast<double>(c.n_embd)
+                                   : torch::eye(c.n_embd);
   const torch::Tensor unembed =
       centre.matmul(torch::diag(model->transformer->ln_f->weight)).matmul(model->unembedding().t());
 
@@ -72,9 +71,10 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
   }
   Priors priors;
   if (!pos_scores.empty()) {
-    priors.position_scores = torch::stack(pos_scores);                  // (L, nh, P, P)
+    priors.position_scores = torch::stack(pos_scores);  // (L, nh, P, P)
     priors.position_pattern = torch::softmax(priors.position_scores, -1);
-    const torch::Tensor target = target_matrix("previous_token", torch::zeros({1, P}, torch::kInt64));
+    const torch::Tensor target =
+        target_matrix("previous_token", torch::zeros({1, P}, torch::kInt64));
     std::vector<torch::Tensor> prev;
     for (int64_t l = 0; l < L; ++l) {
       const ScoreSum s = score_sum(priors.position_pattern[l].unsqueeze(0), target);

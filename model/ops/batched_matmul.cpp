@@ -61,7 +61,7 @@ class BatchedMatmul : public torch::autograd::Function<BatchedMatmul> {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& a = saved[0];
     const torch::Tensor& b = saved[1];
-    const torch::Tensor g = grads[0].contiguous();              // (N, n, m)
+    const torch::Tensor g = grads[0].contiguous();  // (N, n, m)
     torch::Tensor grad_a, grad_b;
     if (ctx->needs_input_grad(0)) grad_a = bmm_parallel(g, b.transpose(1, 2));  // (N, n, k)
     if (ctx->needs_input_grad(1)) grad_b = bmm_parallel(a.transpose(1, 2), g);  // (N, k, m)
@@ -76,8 +76,8 @@ torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
   std::vector<int64_t> batch(a.sizes().begin(), a.sizes().end() - 2);
   const torch::Tensor a3 = a.reshape({-1, a.size(-2), a.size(-1)});
   const torch::Tensor b3 = b.reshape({-1, b.size(-2), b.size(-1)});
-  TORCH_CHECK(a3.size(0) == b3.size(0) && a3.size(2) == b3.size(1),
-              "batched_matmul: shapes ", a.sizes(), " and ", b.sizes(), " do not multiply");
+  TORCH_CHECK(a3.size(0) == b3.size(0) && a3.size(2) == b3.size(1), "batched_matmul: shapes ",
+              a.sizes(), " and ", b.sizes(), " do not multiply");
   torch::Tensor out = BatchedMatmul::apply(a3, b3);  // (N, n, m)
   batch.push_back(a.size(-2));
   batch.push_back(b.size(-1));

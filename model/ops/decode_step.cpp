@@ -38,7 +38,8 @@ void linear(const float* x, int64_t rows, const torch::Tensor& weight, const tor
   sgemm_("T", "N", &n, &out, &in, &one, x, &in, ptr(weight), &in, &zero, yt.data(), &n);
   const float* b = ptr(bias);
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < out; ++o) y[r * out + o] = yt[static_cast<size_t>(o * rows + r)] + (b ? b[o] : 0.0f);
+    for (int64_t o = 0; o < out; ++o)
+      y[r * out + o] = yt[static_cast<size_t>(o * rows + r)] + (b ? b[o] : 0.0f);
   }
 }
 
@@ -86,7 +87,8 @@ bool can_decode_directly(GPT& model, const KVCache& cache) {
 torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) {
   torch::NoGradGuard no_grad;
   const ModelConfig& c = model->config();
-  const int64_t B = ids.size(0), C = c.n_embd, nh = c.n_head, kvh = c.kv_heads(), hs = c.head_size();
+  const int64_t B = ids.size(0), C = c.n_embd, nh = c.n_head, kvh = c.kv_heads(),
+                hs = c.head_size();
   const int64_t group = nh / kvh, qkv_width = C + 2 * kvh * hs;
   if (c.relative_positions()) {
     cache.make_room(1);
@@ -103,15 +105,16 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
     const int64_t v = id.data_ptr<int64_t>()[b];
     if (v < 0 || v >= c.vocab_size) {
       throw std::invalid_argument("decode_step: token id " + std::to_string(v) +
-                                  " is outside the vocabulary [0, " +
-                                  std::to_string(c.vocab_size) + ")");
+                                  " is outside the vocabulary [0, " + std::to_string(c.vocab_size) +
+                                  ")");
     }
   }
 
   // The residual stream (B, C): embedding plus the position's row.
   std::vector<float> x(static_cast<size_t>(B * C)), h(x.size()), z(x.size()), y(x.size());
   const torch::Tensor table = c.relative_positions() ? torch::Tensor() : model->positions(slot + 1);
-  const torch::Tensor pos_row = table.defined() ? table.select(0, slot).contiguous() : torch::Tensor();
+  const torch::Tensor pos_row =
+      table.defined() ? table.select(0, slot).contiguous() : torch::Tensor();
   const float* pos = ptr(pos_row);
   for (int64_t b = 0; b < B; ++b) {
     const float* e = ptr(model->transformer->wte->weight) + id.data_ptr<int64_t>()[b] * C;
@@ -123,7 +126,8 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
   std::vector<float> cos(static_cast<size_t>(hs / 2)), sin(cos.size());
   if (rotary) rope_row(position, hs, cos.data(), sin.data());
 
-  std::vector<float> qkv(static_cast<size_t>(B * qkv_width)), scores(static_cast<size_t>(keys)), hidden;
+  std::vector<float> qkv(static_cast<size_t>(B * qkv_width)), scores(static_cast<size_t>(keys)),
+      hidden;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
   for (size_t l = 0; l < static_cast<size_t>(c.n_layer); ++l) {
     Block& block = model->transformer->h[l];
@@ -135,7 +139,8 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
     const int64_t stride = cache.keys(l).size(2), first = cache.offset();  // storage positions
     for (int64_t b = 0; b < B; ++b) {
       float* row = qkv.data() + b * qkv_width;
-      for (int64_t head = 0; head < nh && rotary; ++head) rotate(row + head * hs, hs, cos.data(), sin.data());
+      for (int64_t head = 0; head < nh && rotary; ++head)
+        rotate(row + head * hs, hs, cos.data(), sin.data());
       for (int64_t g = 0; g < kvh; ++g) {
         float* k = row + C + g * hs;
         if (rotary) rotate(k, hs, cos.data(), sin.data());
@@ -155,7 +160,8 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
         const float best = *std::max_element(scores.begin(), scores.begin() + keys);
         float total = 0.0f;
         for (int64_t j = 0; j < keys; ++j) {
-          total += (scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - best));
+          total +=
+              (scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - best));
         }
         const float inv = one / total;
         // z = V^T p: V (keys, hs) row-major is column-major (hs, keys).
@@ -175,9 +181,9 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
     linear(h.data(), B, mlp->c_fc->weight, mlp->c_fc->bias, hidden.data());
     // The activation through LibTorch's vectorised kernels (one operator on the whole batch).
     const torch::Tensor in = torch::from_blob(hidden.data(), {B, width});
-    const torch::Tensor post = (mlp->gated() ? torch::silu(in.narrow(1, 0, H)) * in.narrow(1, H, H)
-                                             : torch::gelu(in))
-                                   .contiguous();  // (B, H)
+    const torch::Tensor post =
+        (mlp->gated() ? torch::silu(in.narrow(1, 0, H)) * in.narrow(1, H, H) : torch::gelu(in))
+            .contiguous();  // (B, H)
     linear(post.data_ptr<float>(), B, mlp->c_proj->weight, mlp->c_proj->bias, y.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }

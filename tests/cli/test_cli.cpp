@@ -41,7 +41,8 @@ TempDir* Cli::dir_ = nullptr;
 
 void expect_failure(const test::CommandResult& r, int code, const std::string& message) {
   EXPECT_EQ(r.exit_code, code) << r.output;
-  EXPECT_NE(r.output.find(message), std::string::npos) << "missing \"" << message << "\" in:\n" << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos) << "missing \"" << message << "\" in:\n"
+                                                       << r.output;
   EXPECT_EQ(r.output.find("terminate called"), std::string::npos) << r.output;
 }
 
@@ -60,13 +61,15 @@ TEST_F(Cli, EvalJsonHasTheDocumentedKeys) {
 TEST_F(Cli, EvalScoresEveryTokenOnceEvenInAShortLastWindow) {
   TempDir dir;
   test::write_text(dir / "t.txt", std::string(40, 'a'));  // block 16: windows of 16, 16, 7
-  const auto r = run_tinylm({"eval", run().string(), "--text", (dir / "t.txt").string(), "--json"}, false);
+  const auto r =
+      run_tinylm({"eval", run().string(), "--text", (dir / "t.txt").string(), "--json"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(nlohmann::json::parse(r.output)["tokens"], 39);
 }
 
 TEST_F(Cli, SampleIsReproducibleAndStartsWithThePrompt) {
-  const test::Args args = {"sample", run().string(), "--prompt", "ROMEO:", "--max-new-tokens", "30", "--seed", "5"};
+  const test::Args args = {
+      "sample", run().string(), "--prompt", "ROMEO:", "--max-new-tokens", "30", "--seed", "5"};
   const auto a = run_tinylm(args, false), b = run_tinylm(args, false);
   ASSERT_EQ(a.exit_code, 0) << a.output;
   EXPECT_EQ(a.output, b.output);
@@ -79,28 +82,36 @@ TEST_F(Cli, BadCorpusInputs) {
   const auto train_on = [&](const std::string& text) {
     test::write_text(dir / "corpus.txt", text);
     std::filesystem::remove_all(dir / "out");
-    return run_tinylm({"train", test::write_tiny_config(dir.path(), dir / "corpus.txt").string(), "--out", (dir / "out").string()});
+    return run_tinylm({"train", test::write_tiny_config(dir.path(), dir / "corpus.txt").string(),
+                       "--out", (dir / "out").string()});
   };
-  expect_failure(run_tinylm({"train", test::write_tiny_config(dir.path(), dir / "absent.txt").string(), "--out", (dir / "o1").string()}),
-                 1, "corpus not found");
+  expect_failure(
+      run_tinylm({"train", test::write_tiny_config(dir.path(), dir / "absent.txt").string(),
+                  "--out", (dir / "o1").string()}),
+      1, "corpus not found");
   expect_failure(train_on(""), 1, "is empty");
   expect_failure(train_on("abc\xFF"), 1, "byte offset 3");
-  expect_failure(train_on(std::string(100, 'x')), 1, "the val split has 10 tokens, fewer than block_size + 1 = 17");
+  expect_failure(train_on(std::string(100, 'x')), 1,
+                 "the val split has 10 tokens, fewer than block_size + 1 = 17");
 }
 
 TEST_F(Cli, BadConfigs) {
   TempDir dir;
   const auto train_with = [&](const std::string& toml) {
-    test::write_text(dir / "c.toml", "[data]\npath = \"" + test::shakespeare().string() + "\"\n" + toml);
+    test::write_text(dir / "c.toml",
+                     "[data]\npath = \"" + test::shakespeare().string() + "\"\n" + toml);
     return run_tinylm({"train", (dir / "c.toml").string(), "--out", (dir / "out").string()});
   };
   expect_failure(train_with("[model]\nn_layers = 2\n"), 1, "did you mean model.n_layer?");
   expect_failure(train_with("[model]\nn_head = 2.5\n"), 1, "model.n_head");
-  expect_failure(train_with("[model]\nn_embd = 10\nn_head = 4\n"), 1, "must be divisible by model.n_head");
-  expect_failure(train_with("[train]\nlearning_rate = -1e-3\n"), 1, "train.learning_rate must be > 0");
+  expect_failure(train_with("[model]\nn_embd = 10\nn_head = 4\n"), 1,
+                 "must be divisible by model.n_head");
+  expect_failure(train_with("[train]\nlearning_rate = -1e-3\n"), 1,
+                 "train.learning_rate must be > 0");
   expect_failure(run_tinylm({"train", (dir / "nope.toml").string()}), 1, "config file not found");
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
-  expect_failure(run_tinylm({"train", config.string(), "--train.max_iter=3"}), 2, "did you mean train.max_iters?");
+  expect_failure(run_tinylm({"train", config.string(), "--train.max_iter=3"}), 2,
+                 "did you mean train.max_iters?");
   expect_failure(run_tinylm({"train", config.string(), "--train.learning_rate=-1"}), 2,
                  "train.learning_rate must be > 0");
 }
@@ -112,22 +123,27 @@ TEST_F(Cli, RunDirectoryRules) {
                  "already exists; pass --resume");
   std::filesystem::create_directories(dir / "empty");
   test::write_text(dir / "empty/x", "x");
-  expect_failure(run_tinylm({"train", config.string(), "--out", (dir / "empty").string(), "--resume"}), 1,
-                 "is not a tinylm run directory");
+  expect_failure(
+      run_tinylm({"train", config.string(), "--out", (dir / "empty").string(), "--resume"}), 1,
+      "is not a tinylm run directory");
   // Resuming a finished run trains nothing and succeeds.
   const auto copy = copy_of_run(dir);
   const auto r = run_tinylm({"train", config.string(), "--out", copy.string(), "--resume"});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   // A resumed run keeps its model: changing it is refused before any weight is read.
-  expect_failure(run_tinylm({"train", config.string(), "--out", copy.string(), "--resume", "--model.n_layer=3"}),
-                 2, "--model.n_layer=3 would change the model of the run being resumed (its model.n_layer is 2)");
+  expect_failure(
+      run_tinylm(
+          {"train", config.string(), "--out", copy.string(), "--resume", "--model.n_layer=3"}),
+      2,
+      "--model.n_layer=3 would change the model of the run being resumed (its model.n_layer is 2)");
 }
 
 TEST_F(Cli, DamagedRunFiles) {
   TempDir dir;
   const auto copy = copy_of_run(dir);
   std::filesystem::resize_file(copy / "model.safetensors", 3000);
-  expect_failure(run_tinylm({"sample", copy.string()}), 1, "model.safetensors is not a valid safetensors file");
+  expect_failure(run_tinylm({"sample", copy.string()}), 1,
+                 "model.safetensors is not a valid safetensors file");
   test::write_text(copy / "config.json", "{\"n_layer\": ");
   expect_failure(run_tinylm({"eval", copy.string()}), 1, "config.json is not valid JSON");
   expect_failure(run_tinylm({"eval", (dir / "nowhere").string()}), 1, "run directory not found");
@@ -138,7 +154,8 @@ TEST_F(Cli, BadSampleArguments) {
                  "character '~' (U+007E) at position 6");
   expect_failure(run_tinylm({"sample", run().string(), "--max-new-tokens", "100000000"}), 2,
                  "--max-new-tokens must be in [1, 100000]");
-  expect_failure(run_tinylm({"sample", run().string(), "--top-p", "2"}), 2, "--top-p must be in (0, 1]");
+  expect_failure(run_tinylm({"sample", run().string(), "--top-p", "2"}), 2,
+                 "--top-p must be in (0, 1]");
   expect_failure(run_tinylm({"sample", run().string(), "--prompt", ""}), 2, "--prompt is empty");
   expect_failure(run_tinylm({"sample"}), 2, "run is required");
   expect_failure(run_tinylm({"frobnicate"}), 2, "");
@@ -146,7 +163,9 @@ TEST_F(Cli, BadSampleArguments) {
 }
 
 TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
-  const auto r = run_tinylm({"inspect", run().string(), "--all", "--json", "-", "--windows", "4", "--probes", "2", "--prompt", "ROMEO: hi"}, false);
+  const auto r = run_tinylm({"inspect", run().string(), "--all", "--json", "-", "--windows", "4",
+                             "--probes", "2", "--prompt", "ROMEO: hi"},
+                            false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   const int64_t L = 2, H = 2, T = 9, V = j["model"]["vocab_size"];
@@ -161,7 +180,8 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
     EXPECT_NEAR(sum, 1.0, T * 0.5e-4);  // 4 decimals each
   }
   EXPECT_EQ(patterns[0][0][0][1], 0.0);  // causal
-  for (const char* name : {"previous_token", "self", "first_token", "duplicate_token", "induction", "entropy"}) {
+  for (const char* name :
+       {"previous_token", "self", "first_token", "duplicate_token", "induction", "entropy"}) {
     EXPECT_EQ(j["heads"]["scores"][name].size(), static_cast<size_t>(L)) << name;
     EXPECT_EQ(j["heads"]["probe"]["scores"][name][0].size(), static_cast<size_t>(H)) << name;
   }
@@ -182,15 +202,18 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
   const std::string run = (dir / "run").string();
-  auto r = run_tinylm({"train", config.string(), "--out", run, "--model.pos_encoding=rope", "--model.norm=rmsnorm", "--model.mlp=swiglu", "--model.n_kv_head=1"});
+  auto r = run_tinylm({"train", config.string(), "--out", run, "--model.pos_encoding=rope",
+                       "--model.norm=rmsnorm", "--model.mlp=swiglu", "--model.n_kv_head=1"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Three samples in one batch; within block_size the cache changes nothing.
-  const test::Args sample = {"sample", run, "--prompt", "ROMEO:", "--max-new-tokens", "12", "--num-samples", "3", "--seed", "2"};
+  const test::Args sample = {"sample",        run, "--prompt", "ROMEO:", "--max-new-tokens", "12",
+                             "--num-samples", "3", "--seed",   "2"};
   const auto with = [&](test::Args args, const test::Args& more) {
     args.insert(args.end(), more.begin(), more.end());
     return args;
   };
-  const auto cached = run_tinylm(sample, false), uncached = run_tinylm(with(sample, {"--no-cache"}), false);
+  const auto cached = run_tinylm(sample, false),
+             uncached = run_tinylm(with(sample, {"--no-cache"}), false);
   ASSERT_EQ(cached.exit_code, 0) << cached.output;
   EXPECT_EQ(cached.output, uncached.output);
   // --stop with the first character sample 0 draws: sample 0 ends right there, and each
@@ -202,7 +225,8 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   std::vector<std::string> samples;
   for (size_t from = 0;;) {
     const size_t at = r.output.find(separator, from);
-    samples.push_back(r.output.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    samples.push_back(
+        r.output.substr(from, at == std::string::npos ? std::string::npos : at - from));
     if (at == std::string::npos) break;
     from = at + separator.size();
   }
@@ -212,19 +236,24 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   for (const std::string& text : samples) {
     EXPECT_EQ(text.rfind("ROMEO:", 0), 0u) << text;
     const size_t at = text.find(stop, 6);
-    EXPECT_TRUE(at == std::string::npos || at == text.size() - 1) << "text goes on after the stop: " << text;
+    EXPECT_TRUE(at == std::string::npos || at == text.size() - 1)
+        << "text goes on after the stop: " << text;
   }
   const auto log = run_tinylm(sample);
   EXPECT_NE(log.output.find("36 tokens in"), std::string::npos) << log.output;
-  EXPECT_NE(log.output.find("3 samples in one batch, KV cache on"), std::string::npos) << log.output;
+  EXPECT_NE(log.output.find("3 samples in one batch, KV cache on"), std::string::npos)
+      << log.output;
   // Inspection reads the modern block like the GPT-2 one.
-  r = run_tinylm({"inspect", run, "--all", "--json", "-", "--windows", "2", "--probes", "1", "--prompt", "ROMEO: hi"}, false);
+  r = run_tinylm({"inspect", run, "--all", "--json", "-", "--windows", "2", "--probes", "1",
+                  "--prompt", "ROMEO: hi"},
+                 false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["attention"]["patterns"][1].size(), 2u);
   EXPECT_EQ(j["ablation"]["heads"].size(), 4u);
   // bench on its config: every figure present and positive.
-  r = run_tinylm({"bench", config.string(), "--repeats", "1", "--steps", "1", "--max-new-tokens", "8", "--num-samples", "2", "--json", "--model.pos_encoding=rope"},
+  r = run_tinylm({"bench", config.string(), "--repeats", "1", "--steps", "1", "--max-new-tokens",
+                  "8", "--num-samples", "2", "--json", "--model.pos_encoding=rope"},
                  false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto b = nlohmann::json::parse(r.output);
@@ -241,25 +270,33 @@ TEST_F(Cli, AblatingAHeadChangesEvalAndSample) {
   const auto plain = run_tinylm({"eval", run().string(), "--json"}, false);
   const auto ablated = run_tinylm({"eval", run().string(), "--json", "--ablate", "0.1,1.0"}, false);
   ASSERT_EQ(ablated.exit_code, 0) << ablated.output;
-  EXPECT_NE(nlohmann::json::parse(plain.output)["loss"], nlohmann::json::parse(ablated.output)["loss"]);
+  EXPECT_NE(nlohmann::json::parse(plain.output)["loss"],
+            nlohmann::json::parse(ablated.output)["loss"]);
   // This run has had 4 steps: its heads barely move a sample, so check the ablation is on.
-  const auto sample = run_tinylm({"sample", run().string(), "--max-new-tokens", "8", "--ablate", "0.0,1.1"});
+  const auto sample =
+      run_tinylm({"sample", run().string(), "--max-new-tokens", "8", "--ablate", "0.0,1.1"});
   EXPECT_EQ(sample.exit_code, 0) << sample.output;
-  EXPECT_NE(sample.output.find("ablating heads 0.0, 1.1 (output zeroed at hook_z)"), std::string::npos) << sample.output;
+  EXPECT_NE(sample.output.find("ablating heads 0.0, 1.1 (output zeroed at hook_z)"),
+            std::string::npos)
+      << sample.output;
 }
 
 TEST_F(Cli, BadInspectInputs) {
   const std::string r = run().string();
   expect_failure(run_tinylm({"inspect", r}), 2, "choose a view");
   expect_failure(run_tinylm({"inspect", r, "--logit-lens"}), 2, "--logit-lens needs --prompt");
-  expect_failure(run_tinylm({"inspect", r, "--prompt", "hi ~"}), 1, "character '~' (U+007E) at position 3");
+  expect_failure(run_tinylm({"inspect", r, "--prompt", "hi ~"}), 1,
+                 "character '~' (U+007E) at position 3");
   const auto longer = run_tinylm({"inspect", r, "--prompt", "ROMEO: and JULIET"});  // 17 > block 16
   EXPECT_EQ(longer.exit_code, 0) << longer.output;
-  EXPECT_NE(longer.output.find("more than block_size 16: inspected its last 16"), std::string::npos) << longer.output;
-  expect_failure(run_tinylm({"inspect", r, "--heads", "--json", "/nonexistent/dir/x.json"}), 1,
-                 "cannot write /nonexistent/dir/x.json (--json): directory /nonexistent/dir does not exist");
+  EXPECT_NE(longer.output.find("more than block_size 16: inspected its last 16"), std::string::npos)
+      << longer.output;
+  expect_failure(
+      run_tinylm({"inspect", r, "--heads", "--json", "/nonexistent/dir/x.json"}), 1,
+      "cannot write /nonexistent/dir/x.json (--json): directory /nonexistent/dir does not exist");
   expect_failure(run_tinylm({"inspect", r, "--html", r}), 1, "(--html): it is a directory");
-  expect_failure(run_tinylm({"inspect", r, "--heads", "--text", "/nonexistent.txt"}), 1, "corpus not found");
+  expect_failure(run_tinylm({"inspect", r, "--heads", "--text", "/nonexistent.txt"}), 1,
+                 "corpus not found");
   expect_failure(run_tinylm({"eval", r, "--ablate", "2.0"}), 1,
                  "--ablate: head 2.0 is not in this model: layers are 0-1 and heads 0-1");
   expect_failure(run_tinylm({"sample", r, "--ablate", "0.x"}), 2, "--ablate: bad head \"0.x\"");
@@ -277,8 +314,8 @@ TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
     ::dup2(log[1], 2);
     ::close(log[0]);
     ::close(log[1]);
-    ::execl(test::binary().c_str(), "tinylm", "train", config.c_str(), "--out", out.c_str(), "--threads", "1",
-            static_cast<char*>(nullptr));
+    ::execl(test::binary().c_str(), "tinylm", "train", config.c_str(), "--out", out.c_str(),
+            "--threads", "1", static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(log[1]);
@@ -302,7 +339,9 @@ TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
   EXPECT_GT(state["step"].get<int64_t>(), 0);
   EXPECT_LT(state["step"].get<int64_t>(), 100000);
   // And the run continues from there.
-  const auto r = run_tinylm({"train", config.string(), "--out", out, "--resume", "--train.max_iters=" + std::to_string(state["step"].get<int64_t>() + 2)});
+  const auto r =
+      run_tinylm({"train", config.string(), "--out", out, "--resume",
+                  "--train.max_iters=" + std::to_string(state["step"].get<int64_t>() + 2)});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
 }
@@ -320,19 +359,23 @@ TEST(CliData, SentencePieceRunTrainsSamplesAndEvaluatesInBitsPerByte) {
   auto r = run_tinylm({"prepare", config.string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("sentencepiece, 400 pieces"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("training a SentencePiece unigram tokenizer"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("training a SentencePiece unigram tokenizer"), std::string::npos)
+      << r.output;
   r = run_tinylm({"prepare", config.string()});  // current: nothing to do
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;
 
   r = run_tinylm({"train", config.string(), "--out", (dir / "run").string()});
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos) << r.output;  // the cache served
+  EXPECT_EQ(r.output.find("tokenizing the corpus"), std::string::npos)
+      << r.output;  // the cache served
   EXPECT_NE(r.output.find("bits/byte"), std::string::npos) << r.output;
   EXPECT_TRUE(std::filesystem::exists(dir / "run/tokenizer.model"));
   EXPECT_TRUE(std::filesystem::exists(dir / "run/best/tokenizer.model"));
 
-  r = run_tinylm({"sample", (dir / "run").string(), "--prompt", "It was", "--max-new-tokens", "20", "--num-samples", "1"}, false);
+  r = run_tinylm({"sample", (dir / "run").string(), "--prompt", "It was", "--max-new-tokens", "20",
+                  "--num-samples", "1"},
+                 false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output.rfind("It was", 0), 0u) << r.output;
   r = run_tinylm({"eval", (dir / "run").string(), "--json"}, false);
@@ -342,7 +385,8 @@ TEST(CliData, SentencePieceRunTrainsSamplesAndEvaluatesInBitsPerByte) {
   // Several bytes per token: bits per byte is bits per token times tokens per byte.
   const double tokens_per_byte = (j["tokens"].get<double>() + 1) / j["bytes"].get<double>();
   EXPECT_LT(tokens_per_byte, 1.0);
-  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["bits_per_token"].get<double>() * tokens_per_byte, 1e-9);
+  EXPECT_NEAR(j["bits_per_byte"].get<double>(), j["bits_per_token"].get<double>() * tokens_per_byte,
+              1e-9);
   r = run_tinylm({"inspect", (dir / "run").string(), "--prompt", "It was", "--json", "-"}, false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::string labels;
@@ -374,7 +418,8 @@ TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
   TempDir dir;
   const auto prepare = [&](const std::string& corpus, const std::string& data_extra) {
     std::filesystem::remove_all(test::cache_dir() / dir.path().filename());
-    return run_tinylm({"prepare", test::write_tiny_config(dir.path(), corpus, 4, data_extra).string()});
+    return run_tinylm(
+        {"prepare", test::write_tiny_config(dir.path(), corpus, 4, data_extra).string()});
   };
   test::write_text(dir / "bad.txt", "fine\nstill fine\nnot \xC3( fine\n");
   expect_failure(prepare((dir / "bad.txt").string(), ""), 1,
@@ -382,14 +427,17 @@ TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
   expect_failure(prepare(test::corpora() / "tinystories_sample.txt",
                          "tokenizer = \"sentencepiece\"\nvocab_size = 8000\n"),
                  1, "data.vocab_size = 8000 is more than");
-  expect_failure(prepare(test::shakespeare(), "tokenizer = \"sentencepiece\"\ntokenizer_model = \"" +
-                                                  test::shakespeare().string() + "\"\n"),
-                 1, "tinyshakespeare.txt is not a SentencePiece model");
+  expect_failure(
+      prepare(test::shakespeare(), "tokenizer = \"sentencepiece\"\ntokenizer_model = \"" +
+                                       test::shakespeare().string() + "\"\n"),
+      1, "tinyshakespeare.txt is not a SentencePiece model");
   // The SentencePiece wrapper library missing (as in a broken install).
-  const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 4, "tokenizer = \"sentencepiece\"\n");
-  expect_failure(run_tinylm({"prepare", config.string()}, true,
-                            {{"TINYLM_SENTENCEPIECE_LIBRARY", (dir / "nowhere.so").string()}}),
-                 1, "cannot load libtinylm_sentencepiece.so, which tinylm needs for SentencePiece tokenizers");
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 4,
+                                              "tokenizer = \"sentencepiece\"\n");
+  expect_failure(
+      run_tinylm({"prepare", config.string()}, true,
+                 {{"TINYLM_SENTENCEPIECE_LIBRARY", (dir / "nowhere.so").string()}}),
+      1, "cannot load libtinylm_sentencepiece.so, which tinylm needs for SentencePiece tokenizers");
   expect_failure(prepare(test::shakespeare(), "tokenizer = \"wordpiece\"\n"), 1,
                  "data.tokenizer must be one of char, byte, sentencepiece (got \"wordpiece\")");
   // An empty file among many is skipped, and named.
@@ -398,7 +446,8 @@ TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
   test::write_text(dir / "books/b.txt", "");
   const auto r = prepare((dir / "books").string(), "");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("skipping " + (dir / "books/b.txt").string() + ": the file is empty"), std::string::npos)
+  EXPECT_NE(r.output.find("skipping " + (dir / "books/b.txt").string() + ": the file is empty"),
+            std::string::npos)
       << r.output;
 }
 

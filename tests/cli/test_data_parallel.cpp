@@ -128,12 +128,16 @@ void wait_until_exists(const fs::path& path, pid_t pid) {
 fs::path write_config(const fs::path& dir, int max_iters, const std::string& train_extra = "",
                       const std::string& data_extra = "", int batch_size = 8) {
   const fs::path path = dir / "dp.toml";
-  test::write_text(path, "[model]\nn_layer = 2\nn_head = 2\nn_embd = 32\nblock_size = 32\nbias = false\n"
-                         "[data]\npath = \"" + test::shakespeare().string() + "\"\ncache_dir = \"" +
-                         (test::cache_dir() / "dp").string() + "\"\n" + data_extra +
-                         "[train]\nbatch_size = " + std::to_string(batch_size) + "\nmax_iters = " + std::to_string(max_iters) +
-                         "\nlearning_rate = 5e-4\nwarmup_iters = 5\nlr_decay_iters = 120\n"
-                         "eval_interval = 40\neval_iters = 4\nlog_interval = 1\n" + train_extra);
+  test::write_text(path,
+                   "[model]\nn_layer = 2\nn_head = 2\nn_embd = 32\nblock_size = 32\nbias = false\n"
+                   "[data]\npath = \"" +
+                       test::shakespeare().string() + "\"\ncache_dir = \"" +
+                       (test::cache_dir() / "dp").string() + "\"\n" + data_extra +
+                       "[train]\nbatch_size = " + std::to_string(batch_size) +
+                       "\nmax_iters = " + std::to_string(max_iters) +
+                       "\nlearning_rate = 5e-4\nwarmup_iters = 5\nlr_decay_iters = 120\n"
+                       "eval_interval = 40\neval_iters = 4\nlog_interval = 1\n" +
+                       train_extra);
   return path;
 }
 
@@ -178,7 +182,8 @@ class DataParallel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir;
-    const auto r = test::run_tinylm({"train", write_config(dir_->path(), 120).string(), "--out", reference().string()});
+    const auto r = test::run_tinylm(
+        {"train", write_config(dir_->path(), 120).string(), "--out", reference().string()});
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   static void TearDownTestSuite() { delete dir_; }
@@ -190,7 +195,8 @@ TempDir* DataParallel::dir_ = nullptr;
 
 TEST_F(DataParallel, TwoRanksTrainTheModelOneProcessTrains) {
   TempDir dir;
-  const auto r = test::run_tinylm({"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2"});
+  const auto r = test::run_tinylm(
+      {"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // 120 train losses, 4 evals (train and val, split across the ranks). Gradient norms are
   // not compared: a few of them amplify the rounding of the split sum beyond 1e-5.
@@ -201,7 +207,9 @@ TEST_F(DataParallel, TwoRanksTrainTheModelOneProcessTrains) {
   EXPECT_NE(r.output.find("starting 2 ranks"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("rank 1 "), std::string::npos) << r.output;
   size_t done = 0;
-  for (size_t at = r.output.find("done: "); at != std::string::npos; at = r.output.find("done: ", at + 1)) ++done;
+  for (size_t at = r.output.find("done: "); at != std::string::npos;
+       at = r.output.find("done: ", at + 1))
+    ++done;
   EXPECT_EQ(done, 1u) << r.output;
   EXPECT_EQ(json::parse(test::read_text(dir / "two/state.json"))["world_size"], 2);
 }
@@ -212,12 +220,17 @@ TEST_F(DataParallel, TwoRanksTrainTheModelOneProcessTrains) {
 // every weight is the same to the bit.
 TEST_F(DataParallel, TwoRanksEqualOneProcessWithTheSameMicroBatchesBitForBit) {
   TempDir dir;
-  const auto one = test::run_tinylm({"train", config().string(), "--out", (dir / "one").string(), "--train.batch_size=4", "--train.gradient_accumulation_steps=2"});
+  const auto one =
+      test::run_tinylm({"train", config().string(), "--out", (dir / "one").string(),
+                        "--train.batch_size=4", "--train.gradient_accumulation_steps=2"});
   ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto two = test::run_tinylm({"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2"});
+  const auto two = test::run_tinylm(
+      {"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_EQ(test::read_text(dir / "one/model.safetensors"), test::read_text(dir / "two/model.safetensors"));
-  EXPECT_EQ(test::read_text(dir / "one/optimizer.safetensors"), test::read_text(dir / "two/optimizer.safetensors"));
+  EXPECT_EQ(test::read_text(dir / "one/model.safetensors"),
+            test::read_text(dir / "two/model.safetensors"));
+  EXPECT_EQ(test::read_text(dir / "one/optimizer.safetensors"),
+            test::read_text(dir / "two/optimizer.safetensors"));
 }
 
 TEST_F(DataParallel, EpochSamplingAndAccumulationSplitTheSameWay) {
@@ -225,8 +238,10 @@ TEST_F(DataParallel, EpochSamplingAndAccumulationSplitTheSameWay) {
   const auto cfg = write_config(dir.path(), 100, "gradient_accumulation_steps = 2\n",
                                 "sampling = \"epoch\"\n", /*batch_size=*/4);
   // batch_size 4 x 2 micro-steps: one process runs two micro-batches, each of 2 ranks one.
-  ASSERT_EQ(test::run_tinylm({"train", cfg.string(), "--out", (dir / "one").string()}).exit_code, 0);
-  const auto r = test::run_tinylm({"train", cfg.string(), "--out", (dir / "two").string(), "--nproc", "2"});
+  ASSERT_EQ(test::run_tinylm({"train", cfg.string(), "--out", (dir / "one").string()}).exit_code,
+            0);
+  const auto r =
+      test::run_tinylm({"train", cfg.string(), "--out", (dir / "two").string(), "--nproc", "2"});
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_GE(expect_same_losses(dir / "one", dir / "two", 1e-5), 106);
   EXPECT_LT(max_weight_difference(dir / "one", dir / "two"), 1e-5);
@@ -238,10 +253,11 @@ TEST_F(DataParallel, TorchrunStartsTheRanks) {
   TempDir dir;
   // Debian's torchrun (PyTorch 1.13 on Python 3.11) fails in its redirect parsing without
   // --redirects and --tee (its Std flag enum against Python 3.11's enum.Flag).
-  const auto r = test::run_command(
-      "cd " + dir.path().string() + " && torchrun --redirects 1 --tee 1 --no_python --nnodes=1 "
-      "--nproc_per_node=2 --master_addr=127.0.0.1 --master_port=" + std::to_string(free_port()) +
-      " " + test::binary().string() + " train " + config().string() + " --out two --threads 1 2>&1");
+  const auto r = test::run_command("cd " + dir.path().string() +
+                                   " && torchrun --redirects 1 --tee 1 --no_python --nnodes=1 "
+                                   "--nproc_per_node=2 --master_addr=127.0.0.1 --master_port=" +
+                                   std::to_string(free_port()) + " " + test::binary().string() +
+                                   " train " + config().string() + " --out two --threads 1 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_GE(expect_same_losses(reference(), dir / "two", 1e-5), 128);
   EXPECT_LT(max_weight_difference(reference(), dir / "two"), 1e-5);
@@ -261,17 +277,20 @@ TEST_F(DataParallel, ResumeIsExactAtTheSameWorldSizeAndCloseAtAnother) {
   train("two", {"--nproc", "2"});
   // (Stopped at an eval step, 80, so that no extra eval draws from the eval generator.)
   train("two_resumed", {"--nproc", "2", "--train.max_iters=80"});
-  const std::string resumed = train("two_resumed", {"--nproc", "2", "--resume", "--train.max_iters=120"});
+  const std::string resumed =
+      train("two_resumed", {"--nproc", "2", "--resume", "--train.max_iters=120"});
   EXPECT_EQ(resumed.find("float tolerance"), std::string::npos) << resumed;
   EXPECT_EQ(expect_same_losses(dir / "two", dir / "two_resumed", 0.0), 128);
   EXPECT_EQ(max_weight_difference(dir / "two", dir / "two_resumed"), 0.0);
   // 1 process to step 80, then 2 ranks: the same data order, float tolerance, said so.
   train("one_then_two", {"--train.max_iters=80"});
-  const std::string across = train("one_then_two", {"--nproc", "2", "--resume", "--train.max_iters=120"});
-  EXPECT_NE(across.find("the checkpoint was written by 1 rank and this run has 2: the data order is "
-                        "the same, so results now match an unbroken run to float tolerance, not bit "
-                        "for bit"),
-            std::string::npos)
+  const std::string across =
+      train("one_then_two", {"--nproc", "2", "--resume", "--train.max_iters=120"});
+  EXPECT_NE(
+      across.find("the checkpoint was written by 1 rank and this run has 2: the data order is "
+                  "the same, so results now match an unbroken run to float tolerance, not bit "
+                  "for bit"),
+      std::string::npos)
       << across;
   EXPECT_GE(expect_same_losses(reference(), dir / "one_then_two", 1e-5), 128);
 }
@@ -283,7 +302,8 @@ TEST_F(DataParallel, ResumeWithDropoutIsExactAtOneAndTwoRanks) {
   for (const test::Args& ranks : {test::Args{}, test::Args{"--nproc", "2"}}) {
     const std::string name = ranks.empty() ? "one" : "two";
     const auto train = [&](const std::string& out, const test::Args& extra) {
-      test::Args args = {"train", config().string(), "--out", (dir / out).string(), "--model.dropout=0.2"};
+      test::Args args = {"train", config().string(), "--out", (dir / out).string(),
+                         "--model.dropout=0.2"};
       args.insert(args.end(), ranks.begin(), ranks.end());
       args.insert(args.end(), extra.begin(), extra.end());
       const auto r = test::run_tinylm(args);
@@ -303,8 +323,8 @@ TEST_F(DataParallel, AKilledRankStopsTheOthersNamingIt) {
   for (const int victim : {1, 0}) {
     TempDir dir;
     const auto cfg = write_config(dir.path(), 1000000, "dist_timeout_s = 20\n");
-    const pid_t launcher = spawn({"train", cfg.string(), "--out", (dir / "run").string(), "--nproc", "2",
-                                  "--threads", "1", "--train.eval_interval=20"},
+    const pid_t launcher = spawn({"train", cfg.string(), "--out", (dir / "run").string(), "--nproc",
+                                  "2", "--threads", "1", "--train.eval_interval=20"},
                                  {}, dir / "log");
     wait_until_exists(dir / "run/state.json", launcher);  // past the first checkpoint
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -316,11 +336,16 @@ TEST_F(DataParallel, AKilledRankStopsTheOthersNamingIt) {
     EXPECT_EQ(exit.code, 1) << log;
     EXPECT_LT(exit.seconds, 20.0) << log;  // within dist_timeout_s
     EXPECT_NE(log.find("lost rank " + std::to_string(victim) + " of 2"), std::string::npos) << log;
-    EXPECT_NE(log.find("rank " + std::to_string(victim) + " was killed by signal 9"), std::string::npos) << log;
+    EXPECT_NE(log.find("rank " + std::to_string(victim) + " was killed by signal 9"),
+              std::string::npos)
+        << log;
     for (const pid_t rank : ranks) EXPECT_FALSE(alive(rank)) << "rank " << rank << " left running";
     // The last complete checkpoint resumes.
-    const int64_t step = json::parse(test::read_text(dir / "run/state.json"))["step"].get<int64_t>();
-    const auto r = test::run_tinylm({"train", cfg.string(), "--out", (dir / "run").string(), "--resume", "--nproc", "2", "--train.max_iters=" + std::to_string(step + 3)});
+    const int64_t step =
+        json::parse(test::read_text(dir / "run/state.json"))["step"].get<int64_t>();
+    const auto r =
+        test::run_tinylm({"train", cfg.string(), "--out", (dir / "run").string(), "--resume",
+                          "--nproc", "2", "--train.max_iters=" + std::to_string(step + 3)});
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("resuming"), std::string::npos) << r.output;
   }
@@ -331,8 +356,8 @@ TEST_F(DataParallel, AKilledRankStopsTheOthersNamingIt) {
 TEST_F(DataParallel, AHungRankIsNamedAfterTheTimeoutAndKilled) {
   TempDir dir;
   const auto cfg = write_config(dir.path(), 1000000);
-  const pid_t launcher = spawn({"train", cfg.string(), "--out", (dir / "run").string(), "--nproc", "2",
-                                "--threads", "1", "--train.dist_timeout_s=3"},
+  const pid_t launcher = spawn({"train", cfg.string(), "--out", (dir / "run").string(), "--nproc",
+                                "2", "--threads", "1", "--train.dist_timeout_s=3"},
                                {}, dir / "log");
   wait_until_exists(dir / "run/state.json", launcher);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -342,9 +367,12 @@ TEST_F(DataParallel, AHungRankIsNamedAfterTheTimeoutAndKilled) {
   const Exit exit = wait_for(launcher, 60);
   const std::string log = test::read_text(dir / "log");
   EXPECT_EQ(exit.code, 1) << log;
-  EXPECT_NE(log.find("rank 0: error: lost rank 1 of 2 during an all-reduce"), std::string::npos) << log;
+  EXPECT_NE(log.find("rank 0: error: lost rank 1 of 2 during an all-reduce"), std::string::npos)
+      << log;
   EXPECT_NE(log.find("Timed out"), std::string::npos) << log;
-  EXPECT_NE(log.find("1 rank is still running 13 s after the first failure: killing it"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 rank is still running 13 s after the first failure: killing it"),
+            std::string::npos)
+      << log;
   for (const pid_t rank : ranks) EXPECT_FALSE(alive(rank)) << "rank " << rank << " left running";
 }
 
@@ -353,8 +381,8 @@ TEST_F(DataParallel, SignalsCheckpointOnceAndEveryRankExits130) {
   for (const auto& [target, signal] : {std::pair{-1, SIGINT}, {1, SIGTERM}, {0, SIGINT}}) {
     TempDir dir;
     const auto cfg = write_config(dir.path(), 1000000);
-    const pid_t launcher = spawn({"train", cfg.string(), "--out", (dir / "run").string(), "--nproc", "2",
-                                  "--threads", "1", "--train.eval_interval=1000000"},
+    const pid_t launcher = spawn({"train", cfg.string(), "--out", (dir / "run").string(), "--nproc",
+                                  "2", "--threads", "1", "--train.eval_interval=1000000"},
                                  {}, dir / "log");
     wait_until_exists(dir / "run/state.json", launcher);  // the eval at step 0 is written
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -385,24 +413,28 @@ TEST_F(DataParallel, ABusyPortOrAnAbsentStoreIsAClearErrorWithinTheTimeout) {
   const std::string busy = std::to_string(busy_port);
   const auto cfg = write_config(dir.path(), 10, "dist_timeout_s = 3\n");
   const std::vector<std::string> args{"train", cfg.string(), "--out", (dir / "run").string()};
-  const pid_t rank0 = spawn(args, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", busy}}, dir / "log0");
+  const pid_t rank0 =
+      spawn(args, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", busy}}, dir / "log0");
   const Exit e0 = wait_for(rank0, 20);
   ::close(fd);
   const std::string log0 = test::read_text(dir / "log0");
   EXPECT_EQ(e0.code, 1) << log0;
-  EXPECT_NE(log0.find("cannot host the store on port " + busy + ", which is already in use"), std::string::npos) << log0;
+  EXPECT_NE(log0.find("cannot host the store on port " + busy + ", which is already in use"),
+            std::string::npos)
+      << log0;
 
   // Rank 1 of a job whose store nobody hosts: gives up after dist_timeout_s.
   const std::string nobody = std::to_string(free_port());
-  const pid_t rank1 = spawn(args, {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
-                                   {"MASTER_PORT", nobody}},
-                            dir / "log1");
+  const pid_t rank1 = spawn(
+      args,
+      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", nobody}},
+      dir / "log1");
   const Exit e1 = wait_for(rank1, 20);
   const std::string log1 = test::read_text(dir / "log1");
   EXPECT_EQ(e1.code, 1) << log1;
   EXPECT_LT(e1.seconds, 10.0) << log1;
-  EXPECT_NE(log1.find("rank 1: error: found no store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:" + nobody +
-                      " within 3 s"),
+  EXPECT_NE(log1.find("rank 1: error: found no store at MASTER_ADDR:MASTER_PORT = 127.0.0.1:" +
+                      nobody + " within 3 s"),
             std::string::npos)
       << log1;
   EXPECT_FALSE(fs::exists(dir / "run"));
@@ -422,7 +454,8 @@ TEST_F(DataParallel, RanksWithDifferentConfigsOrBuildsAreRefused) {
     std::string message;  // "" = they agree and train
   };
   const std::vector<Case> cases{
-      {{"--train.learning_rate=1e-3"}, test::binary(),
+      {{"--train.learning_rate=1e-3"},
+       test::binary(),
        "rank 1's config differs from rank 0's at train.learning_rate: 0.001 against 0.0005"},
       {{"--model.n_embd=64"}, test::binary(), "at model.n_embd: 64 against 32"},
       {{}, dir / "tinylm-other", "rank 1's config differs from rank 0's at tinylm build"},
@@ -431,9 +464,11 @@ TEST_F(DataParallel, RanksWithDifferentConfigsOrBuildsAreRefused) {
   for (const Case& c : cases) {
     const std::string port = std::to_string(free_port());
     const auto run = [&](int rank, const std::vector<std::string>& extra, const fs::path& binary) {
-      std::vector<std::string> args{"train", cfg.string(), "--out", (dir / ("run" + port)).string(), "--threads", "1"};
+      std::vector<std::string> args{
+          "train", cfg.string(), "--out", (dir / ("run" + port)).string(), "--threads", "1"};
       args.insert(args.end(), extra.begin(), extra.end());
-      return spawn(args, {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", port}},
+      return spawn(args,
+                   {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", port}},
                    dir / ("log" + std::to_string(rank)), binary);
     };
     const pid_t r0 = run(0, {}, test::binary()), r1 = run(1, c.rank1_extra, c.rank1_binary);
@@ -465,12 +500,17 @@ TEST_F(DataParallel, BadWorldsAndDevicesAreClearErrors) {
     std::string message;
   };
   for (const Case& c : std::vector<Case>{
-           {{{"RANK", "x"}, {"WORLD_SIZE", "2"}}, "environment variable RANK=\"x\" is not an integer in [0, 1]"},
-           {{{"RANK", "2"}, {"WORLD_SIZE", "2"}}, "environment variable RANK=\"2\" is not an integer in [0, 1]"},
-           {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "environment variable WORLD_SIZE=\"0\" is not an integer"},
-           {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "environment variable MASTER_PORT=\"70000\""},
+           {{{"RANK", "x"}, {"WORLD_SIZE", "2"}},
+            "environment variable RANK=\"x\" is not an integer in [0, 1]"},
+           {{{"RANK", "2"}, {"WORLD_SIZE", "2"}},
+            "environment variable RANK=\"2\" is not an integer in [0, 1]"},
+           {{{"RANK", "0"}, {"WORLD_SIZE", "0"}},
+            "environment variable WORLD_SIZE=\"0\" is not an integer"},
+           {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}},
+            "environment variable MASTER_PORT=\"70000\""},
            {{{"RANK", "0"}}, "RANK and WORLD_SIZE must be set together"},
-           {{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", std::to_string(free_port())}}, ""},  // a world of one
+           {{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", std::to_string(free_port())}},
+            ""},  // a world of one
        }) {
     const auto r = test::run_tinylm(train, true, c.env);
     const std::string env = c.env.front().first + "=" + c.env.front().second + "...";
@@ -492,7 +532,8 @@ TEST_F(DataParallel, BadWorldsAndDevicesAreClearErrors) {
   // --device: malformed is a usage error; CUDA from a CPU-only LibTorch says so.
   const auto gpu = test::run_tinylm(with({"--device", "gpu"}));
   EXPECT_EQ(gpu.exit_code, 2) << gpu.output;
-  EXPECT_NE(gpu.output.find("--device must be cpu, cuda or cuda:N (got \"gpu\")"), std::string::npos);
+  EXPECT_NE(gpu.output.find("--device must be cpu, cuda or cuda:N (got \"gpu\")"),
+            std::string::npos);
   if (!torch::cuda::is_available()) {
     const auto cuda = test::run_tinylm(with({"--device", "cuda"}));
     EXPECT_EQ(cuda.exit_code, 1) << cuda.output;

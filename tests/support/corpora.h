@@ -28,8 +28,9 @@ inline std::function<bool(std::string&)> training_lines(const std::string& text,
 }
 
 // `type` bpe or unigram, `vocab` pieces, `<|endoftext|>` kept whole.
-inline std::unique_ptr<SentencePieceTokenizer> trained(const std::string& text, const std::string& type,
-                                                       int64_t vocab, size_t limit = 300000) {
+inline std::unique_ptr<SentencePieceTokenizer> trained(const std::string& text,
+                                                       const std::string& type, int64_t vocab,
+                                                       size_t limit = 300000) {
   SentencePieceTraining options;
   options.model_type = type;
   options.vocab_size = vocab;

@@ -35,8 +35,9 @@ inline ModelConfig small_config(const std::vector<std::string>& changes = {},
 
 // One layer of one head, 8 wide, for analyses whose every number can be worked out.
 inline ModelConfig one_head_config(int64_t block_size, int64_t vocab_size) {
-  return small_config({"n_layer=1", "n_head=1", "n_embd=8", "block_size=" + std::to_string(block_size)},
-                      vocab_size);
+  return small_config(
+      {"n_layer=1", "n_head=1", "n_embd=8", "block_size=" + std::to_string(block_size)},
+      vocab_size);
 }
 
 // A batch of token ids (B 2, T 6), all < 11, for models of small_config's vocabulary.

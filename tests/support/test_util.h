@@ -82,7 +82,8 @@ inline CommandResult run_command(const std::string& command) {
   if (!pipe) return result;
   std::array<char, 4096> buffer;
   size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    result.output.append(buffer.data(), n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
@@ -121,7 +122,8 @@ inline CommandResult run_tinylm(const Args& args, bool with_stderr = true, const
   CommandResult result;
   std::array<char, 4096> buffer;
   ssize_t n;
-  while ((n = ::read(out[0], buffer.data(), buffer.size())) > 0) result.output.append(buffer.data(), static_cast<size_t>(n));
+  while ((n = ::read(out[0], buffer.data(), buffer.size())) > 0)
+    result.output.append(buffer.data(), static_cast<size_t>(n));
   ::close(out[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -140,12 +142,14 @@ inline fs::path cache_dir() {
 inline fs::path write_tiny_config(const fs::path& dir, const fs::path& corpus, int max_iters = 4,
                                   const std::string& data_extra = "") {
   const fs::path path = dir / "tiny.toml";
-  write_text(path, "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
-                   "[data]\npath = \"" + corpus.string() + "\"\ncache_dir = \"" +
-                   (cache_dir() / path.parent_path().filename()).string() + "\"\n" + data_extra +
-                   "[train]\nbatch_size = 4\nmax_iters = " + std::to_string(max_iters) +
-                   "\nwarmup_iters = 1\nlr_decay_iters = " + std::to_string(max_iters) +
-                   "\neval_interval = 2\neval_iters = 2\nlog_interval = 1\n");
+  write_text(path,
+             "[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n"
+             "[data]\npath = \"" +
+                 corpus.string() + "\"\ncache_dir = \"" +
+                 (cache_dir() / path.parent_path().filename()).string() + "\"\n" + data_extra +
+                 "[train]\nbatch_size = 4\nmax_iters = " + std::to_string(max_iters) +
+                 "\nwarmup_iters = 1\nlr_decay_iters = " + std::to_string(max_iters) +
+                 "\neval_interval = 2\neval_iters = 2\nlog_interval = 1\n");
   return path;
 }
 

@@ -12,8 +12,8 @@
 namespace tinylm {
 namespace {
 
-using test::some_tokens;
 using test::random_model;
+using test::some_tokens;
 
 // The shapes of small_config's model on some_tokens.
 constexpr int64_t kB = 2, kT = 6, kHs = 8;
@@ -30,9 +30,9 @@ TEST(Ablation, ZeroingEveryHeadOfALayerEqualsRemovingItsAttentionOutput) {
     ablated = model->forward(tokens);
   }
   {
-    const HookHandle h = model->add_hook("blocks.1.hook_attn_out", [](const torch::Tensor& x, const std::string&) {
-      return torch::zeros_like(x);
-    });
+    const HookHandle h = model->add_hook(
+        "blocks.1.hook_attn_out",
+        [](const torch::Tensor& x, const std::string&) { return torch::zeros_like(x); });
     removed = model->forward(tokens);
   }
   EXPECT_TRUE(torch::allclose(ablated, removed, 1e-6, 1e-6));

@@ -135,7 +135,8 @@ TEST(AdamW, GradientsLiveAtTheFrontOfTheSyncBuffer) {
     for (const auto& p : model->parameters()) grads.push_back(p.grad().reshape(-1));
     return grads;
   }());
-  EXPECT_NEAR(flat.norm().item<double>(), buffer.narrow(0, 0, model->num_parameters()).norm().item<double>(), 1e-6);
+  EXPECT_NEAR(flat.norm().item<double>(),
+              buffer.narrow(0, 0, model->num_parameters()).norm().item<double>(), 1e-6);
   EXPECT_GT(flat.norm().item<double>(), 0.0);
   a.zero_grad();
   EXPECT_EQ(buffer.abs().sum().item<double>(), 0.0);

@@ -82,7 +82,8 @@ TEST(Attention, ScoreGradientMatchesClosedForm) {
   a.scores.retain_grad();
   const torch::Tensor g = torch::randn({1, 1, 5, 4});
   (a.z * g).sum().backward();
-  const torch::Tensor A = a.pattern[0][0].detach(), O = a.z[0][0].detach(), V = v[0][0], G = g[0][0];
+  const torch::Tensor A = a.pattern[0][0].detach(), O = a.z[0][0].detach(), V = v[0][0],
+                      G = g[0][0];
   for (int64_t i = 0; i < 5; ++i) {
     for (int64_t j = 0; j <= i; ++j) {  // masked entries have no gradient to compare
       const double expected = (A[i][j] * G[i].dot(V[j] - O[i])).item<double>();
@@ -112,7 +113,8 @@ TEST(Attention, WithoutMaskPermutingRowsPermutesOutput) {
 
 TEST(Attention, PatternRowsSumToOneAndIgnoreTheFuture) {
   torch::manual_seed(2);
-  const auto q = torch::randn({2, 3, 7, 4}), k = torch::randn({2, 3, 7, 4}), v = torch::randn({2, 3, 7, 4});
+  const auto q = torch::randn({2, 3, 7, 4}), k = torch::randn({2, 3, 7, 4}),
+             v = torch::randn({2, 3, 7, 4});
   const AttentionResult a = attention(q, k, v, true);
   EXPECT_TRUE(torch::allclose(a.pattern.sum(-1), torch::ones({2, 3, 7}), 1e-6, 1e-6));
   EXPECT_EQ(a.pattern.triu(1).abs().max().item<float>(), 0.0f);

@@ -32,14 +32,18 @@ TEST(Batches, TargetsAreInputsShiftedByOne) {
 
 TEST(Batches, SameGeneratorStateSameBatches) {
   const BatchSampler sampler(arange_tokens(1000), 16, 4, "train");
-  auto a = at::make_generator<at::CPUGeneratorImpl>(11), b = at::make_generator<at::CPUGeneratorImpl>(11);
-  for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(sampler.sample(a).first, sampler.sample(b).first));
+  auto a = at::make_generator<at::CPUGeneratorImpl>(11),
+       b = at::make_generator<at::CPUGeneratorImpl>(11);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_TRUE(torch::equal(sampler.sample(a).first, sampler.sample(b).first));
   EXPECT_FALSE(torch::equal(sampler.sample(a).first, sampler.sample(a).first));
 }
 
 TEST(Batches, TooShortSplitNamesIt) {
   const std::string e = error_of([] { BatchSampler(arange_tokens(64), 64, 1, "val"); });
-  EXPECT_NE(e.find("the val split has 64 tokens, fewer than block_size + 1 = 65"), std::string::npos) << e;
+  EXPECT_NE(e.find("the val split has 64 tokens, fewer than block_size + 1 = 65"),
+            std::string::npos)
+      << e;
   EXPECT_NO_THROW(BatchSampler(arange_tokens(65), 64, 1, "val"));
 }
 
@@ -63,7 +67,8 @@ TEST(EpochSampler, SeesEveryWindowExactlyOncePerEpoch) {
     std::vector<int64_t> starts = epochs[static_cast<size_t>(e)];
     ASSERT_EQ(starts.size(), 100u) << "epoch " << e;
     std::sort(starts.begin(), starts.end());
-    for (int64_t i = 0; i < 100; ++i) EXPECT_EQ(starts[static_cast<size_t>(i)], 10 * i) << "epoch " << e;
+    for (int64_t i = 0; i < 100; ++i)
+      EXPECT_EQ(starts[static_cast<size_t>(i)], 10 * i) << "epoch " << e;
   }
   EXPECT_NE(epochs[0], epochs[1]);  // shuffled afresh each epoch
 }
@@ -76,7 +81,8 @@ TEST(EpochSampler, SeekingToASavedPositionContinuesTheSameOrder) {
   EXPECT_EQ(saved.epoch, 1);
   EXPECT_EQ(saved.position, 40);
   resumed.seek(saved);
-  for (int i = 0; i < 30; ++i) EXPECT_TRUE(torch::equal(unbroken.next().first, resumed.next().first)) << i;
+  for (int i = 0; i < 30; ++i)
+    EXPECT_TRUE(torch::equal(unbroken.next().first, resumed.next().first)) << i;
   EXPECT_THROW(resumed.seek({0, 101}), std::runtime_error);
   // Another seed, another order.
   EXPECT_FALSE(torch::equal(EpochSampler(arange_tokens(1001), 10, 7, "train", 6).order(0),

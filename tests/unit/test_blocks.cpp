@@ -8,13 +8,13 @@
 
 #include <cmath>
 
+#include "data/char_tokenizer.h"
 #include "model/activation_cache.h"
 #include "model/analysis/ablation.h"
-#include "model/gpt.h"
 #include "model/analysis/priors.h"
+#include "model/gpt.h"
 #include "small_model.h"
 #include "test_util.h"
-#include "data/char_tokenizer.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
 
@@ -38,7 +38,8 @@ TEST(Blocks, RmsNormWorkedExample) {
   const torch::Tensor y = norm(torch::tensor({{1.0f, 2.0f, 3.0f, 4.0f}}));
   const double r = 1.0 / std::sqrt(7.5 + 1e-5);
   const std::vector<double> expected = {1 * r, 4 * r, 1.5 * r, -4 * r};
-  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[0][i].item<double>(), expected[static_cast<size_t>(i)], 1e-6);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_NEAR(y[0][i].item<double>(), expected[static_cast<size_t>(i)], 1e-6);
   // Scale-free: 10 x gives the same output.
   EXPECT_TRUE(torch::allclose(norm(torch::tensor({{10.0f, 20.0f, 30.0f, 40.0f}})), y, 1e-5, 1e-6));
 }
@@ -57,10 +58,13 @@ TEST(Blocks, SwigluIsSiluOfTheGateTimesTheUpProjection) {
   EXPECT_EQ(mlp->c_fc->weight.sizes().vec(), (std::vector<int64_t>{2 * H, c.n_embd}));
   EXPECT_EQ(mlp->c_proj->weight.sizes().vec(), (std::vector<int64_t>{c.n_embd, H}));
   const torch::Tensor x = torch::randn({3, c.n_embd}, rng).to(torch::kFloat64);
-  const torch::Tensor w = mlp->c_fc->weight.to(torch::kFloat64), w2 = mlp->c_proj->weight.to(torch::kFloat64);
-  const torch::Tensor gate = x.matmul(w.slice(0, 0, H).t()), up = x.matmul(w.slice(0, H, 2 * H).t());
+  const torch::Tensor w = mlp->c_fc->weight.to(torch::kFloat64),
+                      w2 = mlp->c_proj->weight.to(torch::kFloat64);
+  const torch::Tensor gate = x.matmul(w.slice(0, 0, H).t()),
+                      up = x.matmul(w.slice(0, H, 2 * H).t());
   const torch::Tensor expected = (gate / (1 + torch::exp(-gate)) * up).matmul(w2.t());
-  EXPECT_TRUE(torch::allclose(mlp(x.to(torch::kFloat32)).to(torch::kFloat64), expected, 1e-4, 1e-5));
+  EXPECT_TRUE(
+      torch::allclose(mlp(x.to(torch::kFloat32)).to(torch::kFloat64), expected, 1e-4, 1e-5));
   // Its parameters are GELU's 8C^2, to the rounding of H.
   ModelConfig gelu = c;
   gelu.mlp = MlpKind::kGelu;
@@ -104,7 +108,11 @@ TEST(Blocks, GroupedQueryAttentionIsMultiHeadWithSharedKeysAndValues) {
     }
   }
   EXPECT_TRUE(torch::allclose(a->forward(some_tokens()), b->forward(some_tokens()), 1e-5, 1e-5));
-  EXPECT_THROW(([] { ModelConfig c = modern_config(); c.n_kv_head = 3; c.validate(); })(),
+  EXPECT_THROW(([] {
+                 ModelConfig c = modern_config();
+                 c.n_kv_head = 3;
+                 c.validate();
+               })(),
                std::invalid_argument);
 }
 
@@ -114,10 +122,10 @@ TEST(Blocks, HooksOfTheModernBlockHaveTheirDocumentedShapes) {
   const int64_t B = 2, T = 6, nh = 4, kv = 2, hs = 6, H = c.swiglu_hidden();
   const CachedRun run = run_with_cache(model, some_tokens());
   const std::map<std::string, std::vector<int64_t>> expected = {
-      {"blocks.1.attn.hook_q", {B, nh, T, hs}},       {"blocks.1.attn.hook_k", {B, kv, T, hs}},
-      {"blocks.1.attn.hook_v", {B, kv, T, hs}},       {"blocks.1.attn.hook_rot_k", {B, kv, T, hs}},
-      {"blocks.1.attn.hook_pattern", {B, nh, T, T}},  {"blocks.1.attn.hook_z", {B, nh, T, hs}},
-      {"blocks.1.mlp.hook_pre", {B, T, H}},           {"blocks.1.mlp.hook_pre_linear", {B, T, H}},
+      {"blocks.1.attn.hook_q", {B, nh, T, hs}},      {"blocks.1.attn.hook_k", {B, kv, T, hs}},
+      {"blocks.1.attn.hook_v", {B, kv, T, hs}},      {"blocks.1.attn.hook_rot_k", {B, kv, T, hs}},
+      {"blocks.1.attn.hook_pattern", {B, nh, T, T}}, {"blocks.1.attn.hook_z", {B, nh, T, hs}},
+      {"blocks.1.mlp.hook_pre", {B, T, H}},          {"blocks.1.mlp.hook_pre_linear", {B, T, H}},
       {"blocks.1.mlp.hook_post", {B, T, H}}};
   for (const auto& [name, shape] : expected) {
     ASSERT_TRUE(run.cache.contains(name)) << name;

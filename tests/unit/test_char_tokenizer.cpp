@@ -49,8 +49,9 @@ TEST(CharTokenizer, RoundTripsAnyTextOfItsVocabulary) {
     for (size_t i = 0; i < length; ++i) {
       const size_t pick = rng() % alphabet.size();
       append_utf8(text, alphabet[pick]);
-      ids.push_back(static_cast<int64_t>(std::lower_bound(tok.vocab().begin(), tok.vocab().end(), alphabet[pick]) -
-                                         tok.vocab().begin()));
+      ids.push_back(static_cast<int64_t>(
+          std::lower_bound(tok.vocab().begin(), tok.vocab().end(), alphabet[pick]) -
+          tok.vocab().begin()));
     }
     EXPECT_EQ(tok.encode(text), ids);
     EXPECT_EQ(tok.decode(ids), text);
@@ -60,7 +61,9 @@ TEST(CharTokenizer, RoundTripsAnyTextOfItsVocabulary) {
 TEST(CharTokenizer, UnknownCharacterNamesItAndItsPosition) {
   const CharTokenizer tok = CharTokenizer::from_text("abc\n");
   const std::string e = error_of([&] { tok.encode("ab\ncaZ", "the prompt"); });
-  EXPECT_NE(e.find("'Z' (U+005A) at position 5 (line 2, column 3) of the prompt"), std::string::npos) << e;
+  EXPECT_NE(e.find("'Z' (U+005A) at position 5 (line 2, column 3) of the prompt"),
+            std::string::npos)
+      << e;
 }
 
 TEST(CharTokenizer, JsonRoundTripAndValidation) {
@@ -68,10 +71,14 @@ TEST(CharTokenizer, JsonRoundTripAndValidation) {
   const CharTokenizer back = CharTokenizer::from_json(tok.to_json(), "t.json");
   EXPECT_EQ(back.vocab(), tok.vocab());
   using nlohmann::json;
-  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "bpe"}, {"vocab", {"a"}}}, "t"), std::runtime_error);
-  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", {"b", "a"}}}, "t"), std::runtime_error);
-  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", {"ab"}}}, "t"), std::runtime_error);
-  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", json::array()}}, "t"), std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "bpe"}, {"vocab", {"a"}}}, "t"),
+               std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", {"b", "a"}}}, "t"),
+               std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", {"ab"}}}, "t"),
+               std::runtime_error);
+  EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}, {"vocab", json::array()}}, "t"),
+               std::runtime_error);
   EXPECT_THROW(CharTokenizer::from_json(json{{"type", "char"}}, "t"), std::runtime_error);
   EXPECT_THROW(tok.decode({99}), std::runtime_error);
 }

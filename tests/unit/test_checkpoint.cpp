@@ -57,34 +57,45 @@ TEST(Checkpoint, DamagedRunFilesAreClearErrors) {
   const auto truncate = [](const std::filesystem::path& file, uintmax_t keep) {
     std::filesystem::resize_file(file, keep);
   };
-  EXPECT_NE(error_after([&](auto d) { truncate(d / "model.safetensors", 1000); }).find("truncated?"),
-            std::string::npos);
-  EXPECT_NE(error_after([&](auto d) { truncate(d / "config.json", 20); }).find("config.json is not valid JSON"),
-            std::string::npos);
-  EXPECT_NE(error_after([&](auto d) { truncate(d / "tokenizer.json", 10); }).find("tokenizer.json is not valid JSON"),
+  EXPECT_NE(
+      error_after([&](auto d) { truncate(d / "model.safetensors", 1000); }).find("truncated?"),
+      std::string::npos);
+  EXPECT_NE(error_after([&](auto d) {
+              truncate(d / "config.json", 20);
+            }).find("config.json is not valid JSON"),
             std::string::npos);
   EXPECT_NE(error_after([&](auto d) {
-              test::write_text(d / "config.json", R"({"n_layer": 3, "n_head": 2, "n_embd": 32, "block_size": 32,
+              truncate(d / "tokenizer.json", 10);
+            }).find("tokenizer.json is not valid JSON"),
+            std::string::npos);
+  EXPECT_NE(error_after([&](auto d) {
+              test::write_text(d / "config.json",
+                               R"({"n_layer": 3, "n_head": 2, "n_embd": 32, "block_size": 32,
                 "vocab_size": 5, "dropout": 0.0, "bias": true, "pos_encoding": "learned", "tie_weights": true})");
               test::write_text(d / "config.toml",
-                               std::regex_replace(test::read_text(d / "config.toml"), std::regex("n_layer = 2"), "n_layer = 3"));
+                               std::regex_replace(test::read_text(d / "config.toml"),
+                                                  std::regex("n_layer = 2"), "n_layer = 3"));
             }).find("lacks transformer.h.2"),
             std::string::npos);
-  EXPECT_NE(error_after([&](auto d) { test::write_text(d / "config.json", R"({"n_layer": 2})"); })
-                .find("\"n_head\" is missing"),
+  EXPECT_NE(error_after([&](auto d) {
+              test::write_text(d / "config.json", R"({"n_layer": 2})");
+            }).find("\"n_head\" is missing"),
             std::string::npos);
-  EXPECT_NE(error_after([&](auto d) { test::write_text(d / "tokenizer.json", R"({"type":"char","vocab":["a"]})"); })
-                .find("its tokenizer has 1 ids but config.json says vocab_size 5"),
+  EXPECT_NE(error_after([&](auto d) {
+              test::write_text(d / "tokenizer.json", R"({"type":"char","vocab":["a"]})");
+            }).find("its tokenizer has 1 ids but config.json says vocab_size 5"),
             std::string::npos);
-  EXPECT_NE(error_after([&](auto d) { std::filesystem::remove(d / "model.safetensors"); })
-                .find("is not a tinylm run directory"),
+  EXPECT_NE(error_after([&](auto d) {
+              std::filesystem::remove(d / "model.safetensors");
+            }).find("is not a tinylm run directory"),
             std::string::npos);
 }
 
 TEST(Checkpoint, WritesReplaceFilesWithoutLeavingTemporaries) {
   SavedRun saved;
   AdamW optimizer(saved.model, TrainConfig{});
-  save_checkpoint(saved.dir.path(), saved.config, CharTokenizer::from_text("abcde"), saved.model, optimizer, {});
+  save_checkpoint(saved.dir.path(), saved.config, CharTokenizer::from_text("abcde"), saved.model,
+                  optimizer, {});
   for (const auto& entry : std::filesystem::directory_iterator(saved.dir.path())) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
   }

@@ -38,16 +38,20 @@ TEST(ConfigKeys, RangesAndChoicesComeFromTheDeclaration) {
   RunConfig c;
   c.data.path = "corpus.txt";
   c.train.beta1 = 1.0;  // [0, 1): the open end excludes 1
-  EXPECT_NE(error_of([&] { c.validate(); }).find("train.beta1 must be in [0, 1) (got 1.0)"), std::string::npos);
+  EXPECT_NE(error_of([&] { c.validate(); }).find("train.beta1 must be in [0, 1) (got 1.0)"),
+            std::string::npos);
   c.train.beta1 = 0.0;
   c.sample.num_samples = 1001;
-  EXPECT_NE(error_of([&] { c.validate(); }).find("sample.num_samples must be in [1, 1000] (got 1001)"),
+  EXPECT_NE(
+      error_of([&] { c.validate(); }).find("sample.num_samples must be in [1, 1000] (got 1001)"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              apply_overrides(c, {"data.sampling=shuffled"});
+            }).find("data.sampling must be one of random, epoch (got \"shuffled\") (command line)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { apply_overrides(c, {"data.sampling=shuffled"}); })
-                .find("data.sampling must be one of random, epoch (got \"shuffled\") (command line)"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { apply_overrides(c, {"data.user_defined_symbols=[\"a,b\"]"}); })
-                .find("data.user_defined_symbols must be non-empty strings without commas"),
+  EXPECT_NE(error_of([&] {
+              apply_overrides(c, {"data.user_defined_symbols=[\"a,b\"]"});
+            }).find("data.user_defined_symbols must be non-empty strings without commas"),
             std::string::npos);
 }
 

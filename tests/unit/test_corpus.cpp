@@ -26,7 +26,8 @@ TEST(Corpus, ReadsADirectoryOfTextFilesInSortedOrder) {
 
 TEST(Corpus, MissingEmptyOrInvalidIsAnError) {
   TempDir dir;
-  EXPECT_NE(error_of([&] { read_corpus(dir / "nope.txt"); }).find("corpus not found"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_corpus(dir / "nope.txt"); }).find("corpus not found"),
+            std::string::npos);
   test::write_text(dir / "empty.txt", "");
   EXPECT_NE(error_of([&] { read_corpus(dir / "empty.txt"); }).find("is empty"), std::string::npos);
   test::write_text(dir / "bad.txt", "hello\xFFworld");
@@ -40,7 +41,8 @@ TEST(CorpusReader, ChunksEndAtLineEndsAndAHugeLineIsCutBetweenCharacters) {
   std::string lines;
   for (int i = 0; i < 200; ++i) lines += "line " + std::to_string(i) + "\n";
   std::string huge;
-  for (int i = 0; i < 2000; ++i) huge += "\xE3\x81\x82";  // 6000 bytes of 3-byte characters, no line end
+  for (int i = 0; i < 2000; ++i)
+    huge += "\xE3\x81\x82";  // 6000 bytes of 3-byte characters, no line end
   test::write_text(dir / "a.txt", lines);
   test::write_text(dir / "b.txt", huge);
   CorpusReader reader({dir / "a.txt", dir / "b.txt"}, 64);

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "model/analysis/ablation.h"
-#include "model/ops/decode_step.h"
 #include "model/generate.h"
+#include "model/ops/decode_step.h"
 #include "small_model.h"
 
 namespace tinylm {
@@ -62,7 +62,8 @@ TEST_P(KVCacheEquality, ChunksThroughTheCacheEqualOneForwardPass) {
   torch::NoGradGuard no_grad;
   KVCache cache = model->make_cache();
   std::vector<torch::Tensor> parts;
-  for (const auto& [start, length] : std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 1}, {4, 4}}) {
+  for (const auto& [start, length] :
+       std::vector<std::pair<int64_t, int64_t>>{{0, 3}, {3, 1}, {4, 4}}) {
     parts.push_back(model->forward(tokens.narrow(1, start, length), cache));
   }
   EXPECT_EQ(cache.length(), c.block_size);
@@ -75,7 +76,7 @@ TEST_P(KVCacheEquality, PastBlockSizeTheWindowSlides) {
   GPT model = test::random_model(c);
   const int64_t S = 3 * c.block_size + 1;
   const torch::Tensor tokens = random_tokens(2, S, c.vocab_size, 12);
-  const torch::Tensor cached = step_logits(model, tokens, 2, true);     // (B, S - 1, V)
+  const torch::Tensor cached = step_logits(model, tokens, 2, true);  // (B, S - 1, V)
   const torch::Tensor uncached = step_logits(model, tokens, 2, false);
   ASSERT_EQ(cached.size(1), S - 1);
   const double diff = test::max_abs_diff(cached, uncached);
@@ -105,20 +106,25 @@ TEST_P(KVCacheEquality, DirectStepEqualsTheOperatorPath) {
   const int64_t end = c.relative_positions() ? tokens.size(1) : c.block_size;
   for (int64_t t = 2; t < end; ++t) {
     ASSERT_TRUE(can_decode_directly(model, direct));
-    const torch::Tensor a = decode_step(model, tokens.select(1, t), direct);                   // (B, V)
-    const torch::Tensor b = model->forward(tokens.narrow(1, t, 1), operators).select(1, 0);  // (B, V)
+    const torch::Tensor a = decode_step(model, tokens.select(1, t), direct);  // (B, V)
+    const torch::Tensor b =
+        model->forward(tokens.narrow(1, t, 1), operators).select(1, 0);  // (B, V)
     ASSERT_LE(test::max_abs_diff(a, b), 1e-5) << "position " << t;
   }
   EXPECT_EQ(direct.next_position(), operators.next_position());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllEncodingsAndBlocks, KVCacheEquality,
-    ::testing::Values(Variant{"learned"}, Variant{"sinusoidal"}, Variant{"rope"}, Variant{"none"},
-                      Variant{"rope", "layernorm", "gelu", 0, 1}, Variant{"none", "layernorm", "gelu", 0, 1},
-                      Variant{"rope", "rmsnorm", "swiglu", 2}, Variant{"learned", "rmsnorm", "swiglu", 1},
-                      Variant{"rope", "layernorm", "gelu", 1, 1}),
-    [](const ::testing::TestParamInfo<Variant>& info) { return name_of(info.param); });
+INSTANTIATE_TEST_SUITE_P(AllEncodingsAndBlocks, KVCacheEquality,
+                         ::testing::Values(Variant{"learned"}, Variant{"sinusoidal"},
+                                           Variant{"rope"}, Variant{"none"},
+                                           Variant{"rope", "layernorm", "gelu", 0, 1},
+                                           Variant{"none", "layernorm", "gelu", 0, 1},
+                                           Variant{"rope", "rmsnorm", "swiglu", 2},
+                                           Variant{"learned", "rmsnorm", "swiglu", 1},
+                                           Variant{"rope", "layernorm", "gelu", 1, 1}),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           return name_of(info.param);
+                         });
 
 TEST(Generation, LeavesTheModelInTheModeItFoundItIn) {
   GPT model = test::random_model(test::small_config({"dropout=0.1"}));
@@ -141,7 +147,8 @@ TEST(Generation, DropsTheOldestWhenFullAndCountsAbsolutePositions) {
   };
   EXPECT_TRUE(torch::equal(step(1, 3), torch::tensor({1.0f, 1.0f, 1.0f})));
   EXPECT_TRUE(torch::equal(step(2, 1), torch::tensor({1.0f, 1.0f, 1.0f, 2.0f})));
-  EXPECT_TRUE(torch::equal(step(3, 2), torch::tensor({1.0f, 1.0f, 2.0f, 3.0f, 3.0f}).narrow(0, 1, 4)));
+  EXPECT_TRUE(
+      torch::equal(step(3, 2), torch::tensor({1.0f, 1.0f, 2.0f, 3.0f, 3.0f}).narrow(0, 1, 4)));
   EXPECT_EQ(cache.length(), 4);
   EXPECT_EQ(cache.next_position(), 6);
   EXPECT_THROW(cache.make_room(5), std::invalid_argument);
@@ -176,7 +183,8 @@ TEST(Generation, CacheOnOrOffDrawsTheSameTokens) {
     GenerationOptions o;
     o.max_new_tokens = 2 * c.block_size;
     o.num_samples = 2;
-    auto a = at::make_generator<at::CPUGeneratorImpl>(4), b = at::make_generator<at::CPUGeneratorImpl>(4);
+    auto a = at::make_generator<at::CPUGeneratorImpl>(4),
+         b = at::make_generator<at::CPUGeneratorImpl>(4);
     const auto cached = generate(model, {5}, o, a);
     o.use_cache = false;
     EXPECT_EQ(generate(model, {5}, o, b), cached) << pos;

@@ -37,12 +37,15 @@ TEST_F(Gpu, FusedAttentionEqualsTheFormula) {
   HookPoint pattern("pattern");
   const auto keep = pattern.add([](const torch::Tensor& x, const std::string&) { return x; });
   const AttentionResult fused = attention(q, k, v, true);
-  const AttentionResult formula = attention(q, k, v, true, 0.0, false, {nullptr, &pattern, nullptr});
+  const AttentionResult formula =
+      attention(q, k, v, true, 0.0, false, {nullptr, &pattern, nullptr});
   EXPECT_FALSE(fused.pattern.defined());  // the fused kernel took it
   ASSERT_TRUE(formula.pattern.defined());
   EXPECT_LT(test::max_abs_diff(fused.z, formula.z), 1e-5);
   const torch::Tensor g = torch::randn_like(fused.z);
-  const auto grads = [&](const torch::Tensor& z) { return torch::autograd::grad({z}, {q, k, v}, {g}); };
+  const auto grads = [&](const torch::Tensor& z) {
+    return torch::autograd::grad({z}, {q, k, v}, {g});
+  };
   const auto a = grads(fused.z), b = grads(formula.z);
   for (size_t i = 0; i < 3; ++i) EXPECT_LT(test::max_abs_diff(a[i], b[i]), 1e-4) << i;
 }
@@ -67,7 +70,8 @@ TEST_F(Gpu, TrainingStepsEqualTheCpus) {
   gpu->to(kCuda);
   AdamW on_cpu(cpu, t), on_gpu(gpu, t);
   EXPECT_TRUE(on_gpu.sync_buffer().is_cuda());
-  auto rng_a = at::make_generator<at::CPUGeneratorImpl>(3), rng_b = at::make_generator<at::CPUGeneratorImpl>(3);
+  auto rng_a = at::make_generator<at::CPUGeneratorImpl>(3),
+       rng_b = at::make_generator<at::CPUGeneratorImpl>(3);
   const auto batches = [](torch::Generator& rng) {
     return [&rng] {
       const torch::Tensor x = torch::randint(50, {4, 33}, rng, torch::kInt64);

@@ -26,8 +26,9 @@ TEST(HeadScores, HandBuiltPatternGivesTheDefinitionsNumbers) {
   // The model's own pattern is replaced by the hand-built one at hook_pattern, so the
   // scores are computed the way `inspect` computes them, through the cache.
   GPT model = random_model(test::one_head_config(4, 3));
-  const HookHandle h = model->add_hook("blocks.0.attn.hook_pattern",
-                                       [](const torch::Tensor&, const std::string&) { return hand_pattern(); });
+  const HookHandle h =
+      model->add_hook("blocks.0.attn.hook_pattern",
+                      [](const torch::Tensor&, const std::string&) { return hand_pattern(); });
   const HeadScores s = head_scores(model, kTokens);
   const auto score = [&](const char* name) { return s.values.at(name)[0][0].item<double>(); };
   EXPECT_NEAR(score("previous_token"), (0.5 + 0.3 + 0.2) / 3, 1e-7);  // rows 1-3
@@ -41,28 +42,31 @@ TEST(HeadScores, HandBuiltPatternGivesTheDefinitionsNumbers) {
     return e;
   };
   EXPECT_NEAR(score("entropy"),
-              (0.0 + h_row({0.5, 0.5}) + h_row({0.2, 0.3, 0.5}) + h_row({0.1, 0.6, 0.2, 0.1})) / 4, 1e-7);
+              (0.0 + h_row({0.5, 0.5}) + h_row({0.2, 0.3, 0.5}) + h_row({0.1, 0.6, 0.2, 0.1})) / 4,
+              1e-7);
 }
 
 TEST(HeadScores, TargetMatricesFollowTheirDefinitions) {
   const torch::Tensor induction = target_matrix("induction", kTokens)[0];
-  const torch::Tensor expected = torch::tensor({{0.f, 0.f, 0.f, 0.f},
-                                                {0.f, 0.f, 0.f, 0.f},
-                                                {0.f, 1.f, 0.f, 0.f},
-                                                {0.f, 0.f, 1.f, 0.f}});
+  const torch::Tensor expected = torch::tensor(
+      {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}, {0.f, 1.f, 0.f, 0.f}, {0.f, 0.f, 1.f, 0.f}});
   EXPECT_TRUE(torch::equal(induction, expected));
   EXPECT_TRUE(torch::equal(target_matrix("previous_token", kTokens)[0],
-                           torch::tensor({{0.f, 0.f, 0.f, 0.f}, {1.f, 0.f, 0.f, 0.f},
-                                          {0.f, 1.f, 0.f, 0.f}, {0.f, 0.f, 1.f, 0.f}})));
+                           torch::tensor({{0.f, 0.f, 0.f, 0.f},
+                                          {1.f, 0.f, 0.f, 0.f},
+                                          {0.f, 1.f, 0.f, 0.f},
+                                          {0.f, 0.f, 1.f, 0.f}})));
   EXPECT_THROW(target_matrix("nonsense", kTokens), std::invalid_argument);
 }
 
 TEST(HeadScores, InductionRowsCanBeLimitedToTheSecondHalf) {
   GPT model = random_model(test::one_head_config(4, 3));
-  const HookHandle h = model->add_hook("blocks.0.attn.hook_pattern",
-                                       [](const torch::Tensor&, const std::string&) { return hand_pattern(); });
-  EXPECT_NEAR(head_scores(model, kTokens, /*induction_from=*/3).values.at("induction")[0][0].item<double>(),
-              0.2, 1e-7);
+  const HookHandle h =
+      model->add_hook("blocks.0.attn.hook_pattern",
+                      [](const torch::Tensor&, const std::string&) { return hand_pattern(); });
+  EXPECT_NEAR(
+      head_scores(model, kTokens, /*induction_from=*/3).values.at("induction")[0][0].item<double>(),
+      0.2, 1e-7);
 }
 
 }  // namespace

@@ -27,12 +27,20 @@ TEST(Hooks, CacheHoldsEveryHookWithItsDocumentedShape) {
       {"hook_embed", btc}, {"hook_pos_embed", {kT, kC}}};
   for (int64_t l = 0; l < kL; ++l) {
     const std::string b = "blocks." + std::to_string(l) + ".";
-    for (const auto& item : std::vector<std::pair<std::string, std::vector<int64_t>>>{
-             {"hook_resid_pre", btc},     {"attn.hook_q", heads},      {"attn.hook_k", heads},
-             {"attn.hook_v", heads},      {"attn.hook_scores", square}, {"attn.hook_pattern", square},
-             {"attn.hook_z", heads},      {"hook_attn_out", btc},      {"hook_resid_mid", btc},
-             {"mlp.hook_pre", mlp},       {"mlp.hook_post", mlp},      {"hook_mlp_out", btc},
-             {"hook_resid_post", btc}}) {
+    for (const auto& item :
+         std::vector<std::pair<std::string, std::vector<int64_t>>>{{"hook_resid_pre", btc},
+                                                                   {"attn.hook_q", heads},
+                                                                   {"attn.hook_k", heads},
+                                                                   {"attn.hook_v", heads},
+                                                                   {"attn.hook_scores", square},
+                                                                   {"attn.hook_pattern", square},
+                                                                   {"attn.hook_z", heads},
+                                                                   {"hook_attn_out", btc},
+                                                                   {"hook_resid_mid", btc},
+                                                                   {"mlp.hook_pre", mlp},
+                                                                   {"mlp.hook_post", mlp},
+                                                                   {"hook_mlp_out", btc},
+                                                                   {"hook_resid_post", btc}}) {
       expected.emplace_back(b + item.first, item.second);
     }
   }
@@ -77,18 +85,22 @@ TEST(Hooks, CachedTensorsAreTheForwardPassTensors) {
   EXPECT_TRUE(torch::allclose(scores, cache.at("blocks.1.attn.hook_scores")));
   EXPECT_TRUE(torch::allclose(torch::softmax(scores, -1), cache.at("blocks.1.attn.hook_pattern")));
   // The residual stream adds up: mid = pre + attn_out, post = mid + mlp_out.
-  EXPECT_TRUE(torch::allclose(cache.at("blocks.0.hook_resid_mid"),
-                              cache.at("blocks.0.hook_resid_pre") + cache.at("blocks.0.hook_attn_out")));
-  EXPECT_TRUE(torch::allclose(cache.at("blocks.0.hook_resid_post"),
-                              cache.at("blocks.0.hook_resid_mid") + cache.at("blocks.0.hook_mlp_out")));
-  EXPECT_TRUE(torch::equal(cache.at("blocks.0.hook_resid_post"), cache.at("blocks.1.hook_resid_pre")));
+  EXPECT_TRUE(
+      torch::allclose(cache.at("blocks.0.hook_resid_mid"),
+                      cache.at("blocks.0.hook_resid_pre") + cache.at("blocks.0.hook_attn_out")));
+  EXPECT_TRUE(
+      torch::allclose(cache.at("blocks.0.hook_resid_post"),
+                      cache.at("blocks.0.hook_resid_mid") + cache.at("blocks.0.hook_mlp_out")));
+  EXPECT_TRUE(
+      torch::equal(cache.at("blocks.0.hook_resid_post"), cache.at("blocks.1.hook_resid_pre")));
   EXPECT_TRUE(torch::allclose(cache.at("blocks.0.hook_resid_pre"),
                               cache.at("hook_embed") + cache.at("hook_pos_embed")));
 }
 
 TEST(Hooks, FilterKeepsOnlyTheNamesItSelects) {
   GPT model = random_model(hook_config());
-  const CachedRun run = run_with_cache(model, some_tokens(), names_ending_with("attn.hook_pattern"));
+  const CachedRun run =
+      run_with_cache(model, some_tokens(), names_ending_with("attn.hook_pattern"));
   EXPECT_EQ(run.cache.names(),
             (std::vector<std::string>{"blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"}));
   EXPECT_THROW(run.cache.at("blocks.0.attn.hook_q"), std::out_of_range);
@@ -101,8 +113,9 @@ TEST(Hooks, ReplacingHookChangesTheOutputAndIsGoneAfterItsScope) {
   torch::NoGradGuard no_grad;
   const torch::Tensor before = model->forward(tokens);
   {
-    const HookHandle handle = model->add_hook(
-        "blocks.0.hook_resid_mid", [](const torch::Tensor& x, const std::string&) { return x * 2; });
+    const HookHandle handle =
+        model->add_hook("blocks.0.hook_resid_mid",
+                        [](const torch::Tensor& x, const std::string&) { return x * 2; });
     const torch::Tensor hooked = model->forward(tokens);
     EXPECT_FALSE(torch::allclose(hooked, before));
     // Positions are independent until attention mixes them, so the change reaches every one.
@@ -114,14 +127,16 @@ TEST(Hooks, ReplacingHookChangesTheOutputAndIsGoneAfterItsScope) {
 TEST(Hooks, HooksOnOnePointRunInOrderAndSeeTheirNames) {
   GPT model = random_model(hook_config());
   std::vector<std::string> seen;
-  HookHandle first = model->add_hook("hook_embed", [&](const torch::Tensor& x, const std::string& n) {
-    seen.push_back("first:" + n);
-    return x + 1;
-  });
-  HookHandle second = model->add_hook("hook_embed", [&](const torch::Tensor& x, const std::string& n) {
-    seen.push_back("second:" + n);
-    return x;
-  });
+  HookHandle first =
+      model->add_hook("hook_embed", [&](const torch::Tensor& x, const std::string& n) {
+        seen.push_back("first:" + n);
+        return x + 1;
+      });
+  HookHandle second =
+      model->add_hook("hook_embed", [&](const torch::Tensor& x, const std::string& n) {
+        seen.push_back("second:" + n);
+        return x;
+      });
   torch::NoGradGuard no_grad;
   model->forward(some_tokens());
   EXPECT_EQ(seen, (std::vector<std::string>{"first:hook_embed", "second:hook_embed"}));
@@ -135,7 +150,8 @@ TEST(Hooks, HandleMayOutliveItsModel) {
   HookHandle handle;
   {
     GPT model = random_model(hook_config());
-    handle = model->add_hook("hook_embed", [](const torch::Tensor& x, const std::string&) { return x; });
+    handle =
+        model->add_hook("hook_embed", [](const torch::Tensor& x, const std::string&) { return x; });
   }
   handle.remove();  // the hook list is gone: nothing to do, no crash
   SUCCEED();
@@ -147,7 +163,8 @@ TEST(Hooks, UnknownNameIsAnErrorThatNamesACloseOne) {
     (void)model->hook_point("blocks.0.attn.hook_patern");
     FAIL() << "no error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("blocks.0.attn.hook_pattern"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("blocks.0.attn.hook_pattern"), std::string::npos)
+        << e.what();
   }
 }
 

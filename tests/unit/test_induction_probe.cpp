@@ -33,7 +33,8 @@ TEST(InductionProbe, HalfLossesCountTheDocumentedPredictions) {
   const torch::Tensor logits = model->forward(probe).detach();  // (2, 2R, V)
   const auto mean_loss = [&](int64_t from, int64_t to) {
     const torch::Tensor l = logits.slice(1, from, to).reshape({-1, 6});
-    return torch::cross_entropy_loss(l, probe.slice(1, from + 1, to + 1).reshape(-1)).item<double>();
+    return torch::cross_entropy_loss(l, probe.slice(1, from + 1, to + 1).reshape(-1))
+        .item<double>();
   };
   const ProbeLosses losses = probe_losses(model, probe);
   EXPECT_NEAR(losses.first_half, mean_loss(0, R - 1), 1e-6);

@@ -13,14 +13,15 @@
 namespace tinylm {
 namespace {
 
-using test::small_config;
 using test::initialised_model;
+using test::small_config;
 
 TEST(Model, ParameterNamesAndShapesAreNanoGPTs) {
   GPT model = initialised_model(small_config());
-  std::map<std::string, std::vector<int64_t>> expected = {
-      {"transformer.wte.weight", {11, 16}}, {"transformer.wpe.weight", {8, 16}},
-      {"transformer.ln_f.weight", {16}},   {"transformer.ln_f.bias", {16}}};
+  std::map<std::string, std::vector<int64_t>> expected = {{"transformer.wte.weight", {11, 16}},
+                                                          {"transformer.wpe.weight", {8, 16}},
+                                                          {"transformer.ln_f.weight", {16}},
+                                                          {"transformer.ln_f.bias", {16}}};
   for (const std::string layer : {"0", "1"}) {
     const std::string p = "transformer.h." + layer + ".";
     expected[p + "ln_1.weight"] = {16};
@@ -37,7 +38,8 @@ TEST(Model, ParameterNamesAndShapesAreNanoGPTs) {
     expected[p + "mlp.c_proj.bias"] = {16};
   }
   std::map<std::string, std::vector<int64_t>> actual;
-  for (const auto& item : model->named_parameters()) actual[item.key()] = item.value().sizes().vec();
+  for (const auto& item : model->named_parameters())
+    actual[item.key()] = item.value().sizes().vec();
   EXPECT_EQ(actual, expected);
 }
 
@@ -64,14 +66,16 @@ TEST(Model, Gpt2InitStatistics) {
   auto p = model->named_parameters();
   EXPECT_NEAR(p["transformer.wte.weight"].std().item<double>(), 0.02, 0.002);
   EXPECT_NEAR(p["transformer.h.3.mlp.c_fc.weight"].std().item<double>(), 0.02, 0.002);
-  EXPECT_NEAR(p["transformer.h.3.mlp.c_proj.weight"].std().item<double>(), 0.02 / std::sqrt(16.0), 0.0005);
+  EXPECT_NEAR(p["transformer.h.3.mlp.c_proj.weight"].std().item<double>(), 0.02 / std::sqrt(16.0),
+              0.0005);
   EXPECT_EQ(p["transformer.h.3.attn.c_attn.bias"].abs().max().item<float>(), 0.0f);
   EXPECT_EQ(p["transformer.h.3.ln_1.weight"].min().item<float>(), 1.0f);
 
   c.init_std = 0.1;
   auto q = initialised_model(c)->named_parameters();
   EXPECT_NEAR(q["transformer.h.3.mlp.c_fc.weight"].std().item<double>(), 0.1, 0.01);
-  EXPECT_NEAR(q["transformer.h.3.mlp.c_proj.weight"].std().item<double>(), 0.1 / std::sqrt(16.0), 0.0025);
+  EXPECT_NEAR(q["transformer.h.3.mlp.c_proj.weight"].std().item<double>(), 0.1 / std::sqrt(16.0),
+              0.0025);
 }
 
 TEST(Model, FutureTokensDoNotChangePastLogits) {
@@ -103,7 +107,8 @@ TEST(Model, OverfitsOneBatch) {
   model->train();
   auto rng = at::make_generator<at::CPUGeneratorImpl>(2);
   const auto x = torch::randint(11, {4, 8}, rng), y = torch::randint(11, {4, 8}, rng);
-  torch::optim::AdamW optimizer(model->parameters(), torch::optim::AdamWOptions(1e-2).weight_decay(0));
+  torch::optim::AdamW optimizer(model->parameters(),
+                                torch::optim::AdamWOptions(1e-2).weight_decay(0));
   double loss = 0.0;
   for (int step = 0; step < 300; ++step) {
     optimizer.zero_grad();
@@ -121,27 +126,32 @@ TEST(Model, SinusoidalTableMatchesItsFormula) {
   ASSERT_EQ(table.sizes().vec(), (std::vector<int64_t>{T, C}));
   for (int64_t p = 0; p < T; ++p) {
     for (int64_t i = 0; i < C / 2; ++i) {
-      const double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * static_cast<double>(i) / C);
+      const double angle =
+          static_cast<double>(p) / std::pow(10000.0, 2.0 * static_cast<double>(i) / C);
       EXPECT_NEAR(table[p][2 * i].item<double>(), std::sin(angle), 1e-6);
       EXPECT_NEAR(table[p][2 * i + 1].item<double>(), std::cos(angle), 1e-6);
     }
   }
   // It enters the model as a buffer, not as something the optimizer updates.
   GPT model = initialised_model(small_config({"pos_encoding=sinusoidal"}));
-  for (const auto& p : model->parameters()) EXPECT_NE(p.sizes().vec(), (std::vector<int64_t>{8, 16}));
+  for (const auto& p : model->parameters())
+    EXPECT_NE(p.sizes().vec(), (std::vector<int64_t>{8, 16}));
 }
 
 TEST(Model, PositionsMatter) {
   // Without positions, a one-layer model's last logits depend on the multiset of earlier
   // tokens only (deeper, each earlier position's own causal prefix would differ).
   torch::NoGradGuard no_grad;
-  const auto a = torch::tensor({{1, 2, 3, 4}}, torch::kInt64), b = torch::tensor({{3, 2, 1, 4}}, torch::kInt64);
+  const auto a = torch::tensor({{1, 2, 3, 4}}, torch::kInt64),
+             b = torch::tensor({{3, 2, 1, 4}}, torch::kInt64);
   ModelConfig one_layer = small_config({"pos_encoding=none"});
   one_layer.n_layer = 1;
   GPT none = initialised_model(one_layer);
-  EXPECT_TRUE(torch::allclose(none->forward(a).select(1, 3), none->forward(b).select(1, 3), 1e-5, 1e-5));
+  EXPECT_TRUE(
+      torch::allclose(none->forward(a).select(1, 3), none->forward(b).select(1, 3), 1e-5, 1e-5));
   GPT learned = initialised_model(small_config({"pos_encoding=learned"}));
-  EXPECT_FALSE(torch::allclose(learned->forward(a).select(1, 3), learned->forward(b).select(1, 3), 1e-5, 1e-5));
+  EXPECT_FALSE(torch::allclose(learned->forward(a).select(1, 3), learned->forward(b).select(1, 3),
+                               1e-5, 1e-5));
 }
 
 TEST(Model, ValidateNamesTheBadField) {

@@ -25,10 +25,10 @@ TEST(Priors, PositionScoresAreWhatTheHeadComputesFromPositionsAlone) {
   torch::NoGradGuard no_grad;
   model->transformer->wte->weight.zero_();
   const CachedRun run = run_with_cache(model, torch::zeros({1, 6}, torch::kInt64));
-  EXPECT_TRUE(torch::allclose(priors.position_scores[0], run.cache.at("blocks.0.attn.hook_scores")[0],
-                              1e-5, 1e-5));
-  EXPECT_TRUE(torch::allclose(priors.position_pattern[0], run.cache.at("blocks.0.attn.hook_pattern")[0],
-                              1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(priors.position_scores[0],
+                              run.cache.at("blocks.0.attn.hook_scores")[0], 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(priors.position_pattern[0],
+                              run.cache.at("blocks.0.attn.hook_pattern")[0], 1e-5, 1e-6));
   // Its previous-token score is the definition's, on that pattern.
   const torch::Tensor p = priors.position_pattern[0][1];  // head 1 (T, T)
   double sum = 0;
@@ -47,10 +47,11 @@ TEST(Priors, TokenScoresAreWhatTheHeadComputesFromTokensAlone) {
   const torch::Tensor scores = run.cache.at("blocks.0.attn.hook_scores")[0][0];  // (T, T)
   for (int64_t i = 0; i < 6; ++i) {
     for (int64_t j = 0; j <= i; ++j) {
-      EXPECT_NEAR(scores[i][j].item<float>(),
-                  priors.token_scores[0][0][tokens[0][i].item<int64_t>()][tokens[0][j].item<int64_t>()]
-                      .item<float>(),
-                  1e-5);
+      EXPECT_NEAR(
+          scores[i][j].item<float>(),
+          priors.token_scores[0][0][tokens[0][i].item<int64_t>()][tokens[0][j].item<int64_t>()]
+              .item<float>(),
+          1e-5);
     }
   }
 }
@@ -64,17 +65,21 @@ TEST(Priors, OvCopyingEqualsTheFullVocabularyMatrixs) {
   // The V x V circuit the long way: embeddings through ln_1, W_V, W_O, ln_f's centring and
   // weight, the unembedding.
   Block& block = model->transformer->h[0];
-  const torch::Tensor e = block->ln_1(model->transformer->wte->weight).to(torch::kFloat64);  // (V, C)
+  const torch::Tensor e =
+      block->ln_1(model->transformer->wte->weight).to(torch::kFloat64);  // (V, C)
   const torch::Tensor w = block->attn->c_attn->weight.to(torch::kFloat64);
   const torch::Tensor b = block->attn->c_attn->bias.to(torch::kFloat64);
   for (int64_t h = 0; h < 2; ++h) {
     const torch::Tensor w_v = w.slice(0, 16 + 4 * h, 16 + 4 * (h + 1));  // (hs, C)
-    const torch::Tensor v = e.matmul(w_v.t()) + b.slice(0, 16 + 4 * h, 16 + 4 * (h + 1));  // (V, hs)
-    const torch::Tensor w_o = block->attn->c_proj->weight.slice(1, 4 * h, 4 * (h + 1)).to(torch::kFloat64);
-    torch::Tensor out = v.matmul(w_o.t());                        // (V, C)
+    const torch::Tensor v =
+        e.matmul(w_v.t()) + b.slice(0, 16 + 4 * h, 16 + 4 * (h + 1));  // (V, hs)
+    const torch::Tensor w_o =
+        block->attn->c_proj->weight.slice(1, 4 * h, 4 * (h + 1)).to(torch::kFloat64);
+    torch::Tensor out = v.matmul(w_o.t());  // (V, C)
     out = (out - out.mean(1, true)) * model->transformer->ln_f->weight.to(torch::kFloat64);
     const torch::Tensor m = out.matmul(model->unembedding().to(torch::kFloat64).t());  // (V, V)
-    const double expected = m.trace().item<double>() / torch::linalg::eigvals(m).abs().sum().item<double>();
+    const double expected =
+        m.trace().item<double>() / torch::linalg::eigvals(m).abs().sum().item<double>();
     EXPECT_NEAR(priors.ov_copying[0][h].item<double>(), expected, 1e-5);
     const double top1 = (m.argmax(1) == torch::arange(7)).to(torch::kFloat64).mean().item<double>();
     EXPECT_NEAR(priors.ov_top1[0][h].item<double>(), top1, 1e-6);

@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "model/activation_cache.h"
-#include "model/gpt.h"
 #include "model/analysis/priors.h"
+#include "model/gpt.h"
 #include "model/rope.h"
 #include "small_model.h"
 
@@ -33,7 +33,8 @@ TEST(Rope, ScoreDependsOnlyOnTheDistance) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(4);
   const torch::Tensor q = torch::randn({hs}, rng), k = torch::randn({hs}, rng);
   // The same q at every position and the same k at every position: S[i, j] = rq_i . rk_j.
-  const torch::Tensor rq = apply_rope(q.expand({T, hs}), tables), rk = apply_rope(k.expand({T, hs}), tables);
+  const torch::Tensor rq = apply_rope(q.expand({T, hs}), tables),
+                      rk = apply_rope(k.expand({T, hs}), tables);
   const torch::Tensor s = rq.matmul(rk.t());  // (T, T)
   for (int64_t i = 0; i + 1 < T; ++i) {
     for (int64_t j = 0; j + 1 < T; ++j) {
@@ -64,7 +65,12 @@ TEST(Rope, ModelRotatesQAndKOnlyAndAddsNoPositionTable) {
                               apply_rope(run.cache.at("blocks.1.attn.hook_k"), rope)));
   // Moving the same content later changes nothing but its position: a shifted copy of a
   // repeated token sees the same scores to its predecessor.
-  EXPECT_THROW(([] { ModelConfig c = rope_config(); c.n_embd = 6; c.n_head = 2; c.validate(); })(),
+  EXPECT_THROW(([] {
+                 ModelConfig c = rope_config();
+                 c.n_embd = 6;
+                 c.n_head = 2;
+                 c.validate();
+               })(),
                std::invalid_argument);  // head size 3 is odd
 }
 
@@ -77,7 +83,8 @@ TEST(Rope, PositionPriorsAreTheScoresOfContentFreeInput) {
   const Priors priors = head_priors(model);
   model->transformer->wte->weight.zero_();  // the input is 0 at every position
   const CachedRun run = run_with_cache(model, torch::zeros({1, 8}, torch::kInt64));
-  EXPECT_TRUE(torch::allclose(priors.position_scores[0], run.cache.at("blocks.0.attn.hook_scores")[0], 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(priors.position_scores[0],
+                              run.cache.at("blocks.0.attn.hook_scores")[0], 1e-5, 1e-5));
 }
 
 }  // namespace

@@ -52,7 +52,8 @@ TEST(RunConfig, ShippedConfigsLoad) {
   EXPECT_EQ(gpu.train.device, "cuda");
   EXPECT_EQ(gpu.train.dtype, Dtype::kBfloat16);
   for (const char* name : {"tiny", "shakespeare_bpe", "tinystories", "induction"}) {
-    EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs" / (std::string(name) + ".toml"))) << name;
+    EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs" / (std::string(name) + ".toml")))
+        << name;
   }
 }
 
@@ -65,19 +66,24 @@ TEST(RunConfig, CorpusPathIsRelativeToTheConfigFile) {
 }
 
 TEST(RunConfig, DeviceAndDistTimeoutAreChecked) {
-  EXPECT_NE(load_error("[train]\ndevice = \"gpu\"\n").find("train.device must be cpu, cuda or cuda:N (got \"gpu\")"),
+  EXPECT_NE(load_error("[train]\ndevice = \"gpu\"\n")
+                .find("train.device must be cpu, cuda or cuda:N (got \"gpu\")"),
             std::string::npos);
-  EXPECT_NE(load_error("[train]\ndevice = \"cuda:x\"\n").find("train.device must be"), std::string::npos);
+  EXPECT_NE(load_error("[train]\ndevice = \"cuda:x\"\n").find("train.device must be"),
+            std::string::npos);
   EXPECT_EQ(load_error("[train]\ndevice = \"cuda:1\"\n"), "");
-  EXPECT_NE(load_error("[train]\ndist_timeout_s = 0.0\n").find("train.dist_timeout_s must be > 0"), std::string::npos);
+  EXPECT_NE(load_error("[train]\ndist_timeout_s = 0.0\n").find("train.dist_timeout_s must be > 0"),
+            std::string::npos);
 }
 
 TEST(RunConfig, UnknownKeyNamesTheClosest) {
   const std::string e = load_error("[model]\nn_layers = 4\n");
   EXPECT_NE(e.find("unknown config key model.n_layers"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean model.n_layer?"), std::string::npos) << e;
-  EXPECT_NE(load_error("[train]\nlearning_rat = 1e-3\n").find("train.learning_rate"), std::string::npos);
-  EXPECT_NE(load_error("[modle]\nn_layer = 4\n").find("unknown config section [modle]"), std::string::npos);
+  EXPECT_NE(load_error("[train]\nlearning_rat = 1e-3\n").find("train.learning_rate"),
+            std::string::npos);
+  EXPECT_NE(load_error("[modle]\nn_layer = 4\n").find("unknown config section [modle]"),
+            std::string::npos);
 }
 
 TEST(RunConfig, WrongTypeNamesKeyAndLine) {
@@ -85,15 +91,22 @@ TEST(RunConfig, WrongTypeNamesKeyAndLine) {
   EXPECT_NE(e.find("model.n_head"), std::string::npos) << e;
   EXPECT_NE(e.find(":3)"), std::string::npos) << e;
   EXPECT_NE(e.find("expected an integer, got a string"), std::string::npos) << e;
-  EXPECT_NE(load_error("[train]\nlearning_rate = true\n").find("expected a number"), std::string::npos);
+  EXPECT_NE(load_error("[train]\nlearning_rate = true\n").find("expected a number"),
+            std::string::npos);
   EXPECT_NE(load_error("[model\n").find("c.toml:1"), std::string::npos);  // a TOML syntax error
 }
 
 TEST(RunConfig, OutOfRangeValuesAreErrors) {
-  EXPECT_NE(load_error("[model]\nn_embd = 130\n").find("must be divisible by model.n_head"), std::string::npos);
-  EXPECT_NE(load_error("[train]\nlearning_rate = -0.1\n").find("train.learning_rate must be > 0"), std::string::npos);
-  EXPECT_NE(load_error("[data]\npath = \"c.txt\"\ntrain_fraction = 1.5\n").find("data.train_fraction must be in (0, 1)"), std::string::npos);
-  EXPECT_NE(load_error("[model]\npos_encoding = \"alibi\"\n").find("learned, sinusoidal, rope, none"), std::string::npos);
+  EXPECT_NE(load_error("[model]\nn_embd = 130\n").find("must be divisible by model.n_head"),
+            std::string::npos);
+  EXPECT_NE(load_error("[train]\nlearning_rate = -0.1\n").find("train.learning_rate must be > 0"),
+            std::string::npos);
+  EXPECT_NE(load_error("[data]\npath = \"c.txt\"\ntrain_fraction = 1.5\n")
+                .find("data.train_fraction must be in (0, 1)"),
+            std::string::npos);
+  EXPECT_NE(
+      load_error("[model]\npos_encoding = \"alibi\"\n").find("learned, sinusoidal, rope, none"),
+      std::string::npos);
   EXPECT_NE(load_error("[sample]\ntop_p = 0\n").find("sample.top_p"), std::string::npos);
 }
 

@@ -29,7 +29,8 @@ std::string with_header(const std::string& header, size_t data_bytes) {
 }
 
 TEST(Safetensors, RoundTripIsExact) {
-  const torch::Tensor a = torch::randn({3, 5}), b = torch::arange(7, torch::kInt64), s = torch::tensor(42L);
+  const torch::Tensor a = torch::randn({3, 5}), b = torch::arange(7, torch::kInt64),
+                      s = torch::tensor(42L);
   const std::string bytes = encode_safetensors({{"a", a}, {"b", b}, {"s", s}}, {{"step", "9"}});
   const Safetensors back = decode_safetensors(bytes, "x");
   EXPECT_TRUE(torch::equal(back.tensors.at("a"), a));
@@ -60,15 +61,22 @@ TEST(Safetensors, DamagedFilesAreClearErrors) {
   EXPECT_NE(decode_error(good.substr(0, 30)).find("exceeds the file"), std::string::npos);
   EXPECT_NE(decode_error(good.substr(0, good.size() - 4)).find("outside"), std::string::npos);
   EXPECT_NE(decode_error(with_header("{not json", 0)).find("not JSON"), std::string::npos);
-  EXPECT_NE(decode_error(with_header(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4))
-                .find("need 8"), std::string::npos);
+  EXPECT_NE(
+      decode_error(with_header(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4))
+          .find("need 8"),
+      std::string::npos);
   EXPECT_NE(decode_error(with_header(R"({"w":{"dtype":"Q4","shape":[1],"data_offsets":[0,4]}})", 4))
-                .find("unsupported dtype"), std::string::npos);
+                .find("unsupported dtype"),
+            std::string::npos);
   EXPECT_NE(decode_error(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                     R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12))
-                .find("overlap"), std::string::npos);
-  EXPECT_NE(decode_error(with_header(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4))
-                .find("negative"), std::string::npos);
+                                     R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                     12))
+                .find("overlap"),
+            std::string::npos);
+  EXPECT_NE(
+      decode_error(with_header(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4))
+          .find("negative"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -62,11 +62,13 @@ TEST(Sampling, FrequenciesFollowTheSoftmax) {
 }
 
 TEST(Sampling, SameSeedSameText) {
-  const ModelConfig c = test::small_config({"n_layer=1", "n_head=1", "n_embd=8", "block_size=4"}, 7);
+  const ModelConfig c =
+      test::small_config({"n_layer=1", "n_head=1", "n_embd=8", "block_size=4"}, 7);
   GPT model(c);
   auto init = at::make_generator<at::CPUGeneratorImpl>(1);
   model->init_weights(init);
-  auto a = at::make_generator<at::CPUGeneratorImpl>(3), b = at::make_generator<at::CPUGeneratorImpl>(3);
+  auto a = at::make_generator<at::CPUGeneratorImpl>(3),
+       b = at::make_generator<at::CPUGeneratorImpl>(3);
   GenerationOptions o;
   o.max_new_tokens = 20;  // longer than block_size: the window slides
   const auto first = generate(model, {1, 2}, o, a);

@@ -16,8 +16,7 @@ TEST(ScopedMode, RestoresTheModeOnEveryWayOut) {
     const ScopedMode eval = eval_mode(*model);
     EXPECT_FALSE(model->is_training());
     throw std::runtime_error("out");
-  } catch (const std::runtime_error&) {
-  }
+  } catch (const std::runtime_error&) {}
   EXPECT_TRUE(model->is_training());
   model->eval();
   {

@@ -5,13 +5,13 @@
 
 #include <sstream>
 
+#include "corpora.h"
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/utf8.h"
-#include "corpora.h"
 #include "test_util.h"
 
 namespace tinylm {
@@ -26,14 +26,16 @@ using test::training_lines;
 TEST(SentencePiece, IdsAreThoseOfSpmEncode) {
   // Derived once with Debian's sentencepiece 0.1.97:
   //   spm_encode --model=tests/fixtures/sentencepiece_test_model.model --output_format=id
-  const auto tok = SentencePieceTokenizer::from_file(test::fixtures() / "sentencepiece_test_model.model");
+  const auto tok =
+      SentencePieceTokenizer::from_file(test::fixtures() / "sentencepiece_test_model.model");
   EXPECT_EQ(tok->vocab_size(), 1000);
   EXPECT_EQ(tok->encode("Hello world."), (std::vector<int64_t>{151, 88, 21, 887, 6}));
   EXPECT_EQ(tok->encode("I saw a girl with a telescope."),
             (std::vector<int64_t>{9, 459, 11, 939, 44, 11, 4, 142, 82, 8, 28, 21, 132, 6}));
-  EXPECT_EQ(tok->encode("The quick brown fox jumps over the lazy dog, 1234 times!"),
-            (std::vector<int64_t>{69, 932, 80, 30, 127, 24, 74, 21, 297, 4, 999, 156, 29, 8, 255,
-                                  7, 4, 180, 997, 34, 93, 37, 5, 4, 357, 596, 0, 171, 8, 147}));
+  EXPECT_EQ(
+      tok->encode("The quick brown fox jumps over the lazy dog, 1234 times!"),
+      (std::vector<int64_t>{69, 932, 80,  30,  127, 24, 74, 21, 297, 4,   999, 156, 29,  8, 255,
+                            7,  4,   180, 997, 34,  93, 37, 5,  4,   357, 596, 0,   171, 8, 147}));
   EXPECT_EQ(tok->piece(151), "\xE2\x96\x81He");  // "▁He"
   EXPECT_EQ(tok->decode({151, 88, 21, 887, 6}), "Hello world.");
 }
@@ -50,7 +52,8 @@ TEST(SentencePiece, EncodingLineByLineEqualsEncodingWhole) {
         const size_t newline = text.find('\n', end);
         end = newline == std::string::npos ? text.size() : newline + 1;
       }
-      const std::vector<int64_t> part = tok->encode(std::string_view(text).substr(begin, end - begin));
+      const std::vector<int64_t> part =
+          tok->encode(std::string_view(text).substr(begin, end - begin));
       chunked.insert(chunked.end(), part.begin(), part.end());
       begin = end;
     }
@@ -69,7 +72,8 @@ TEST(SentencePiece, UserDefinedSymbolIsOneToken) {
 TEST(SentencePiece, TooLargeAVocabularySaysWhatTheCorpusSupports) {
   const std::string text = read_corpus(test::corpora() / "tinystories_sample.txt");
   const std::string e = error_of([&] { trained(text, "bpe", 8000); });
-  EXPECT_NE(e.find("data.vocab_size = 8000 is more than the test text supports"), std::string::npos) << e;
+  EXPECT_NE(e.find("data.vocab_size = 8000 is more than the test text supports"), std::string::npos)
+      << e;
   EXPECT_NE(e.find("at most"), std::string::npos) << e;
   EXPECT_NE(e.find("Set [data] vocab_size to"), std::string::npos) << e;
 }
@@ -78,7 +82,8 @@ TEST(SentencePiece, TooSmallAVocabularyNamesTheCharacters) {
   const std::string text = read_corpus(test::corpora() / "wagahaiwa_nekodearu.txt");
   SentencePieceTraining options;
   options.vocab_size = 300;
-  const std::string e = error_of([&] { train_sentencepiece(options, training_lines(text, 100000), "the novel"); });
+  const std::string e =
+      error_of([&] { train_sentencepiece(options, training_lines(text, 100000), "the novel"); });
   EXPECT_NE(e.find("data.vocab_size = 300 is too small: the novel has"), std::string::npos) << e;
   EXPECT_NE(e.find("distinct characters"), std::string::npos) << e;
 }

@@ -55,7 +55,8 @@ TEST(TokenCache, StreamedSplitsEqualEncodingInMemory) {
   EXPECT_TRUE(torch::equal(p.val.tokens.to_tensor(), torch::tensor(ids).slice(0, n_train)));
   // The bytes behind each split add up to the file.
   EXPECT_EQ(p.train.text_bytes + p.val.text_bytes, text.size());
-  EXPECT_EQ(p.val.text_bytes, p.tokenizer->decode(std::vector<int64_t>(ids.begin() + n_train, ids.end())).size());
+  EXPECT_EQ(p.val.text_bytes,
+            p.tokenizer->decode(std::vector<int64_t>(ids.begin() + n_train, ids.end())).size());
 }
 
 TEST(TokenCache, ShakespeareSplitsAsNanoGPTDoes) {
@@ -66,7 +67,8 @@ TEST(TokenCache, ShakespeareSplitsAsNanoGPTDoes) {
   EXPECT_EQ(p.train.tokens.size(), 1003854);
   EXPECT_EQ(p.val.tokens.size(), 111540);
   EXPECT_EQ(p.val.text_bytes, 111540u);  // ASCII: a character is a byte
-  EXPECT_EQ(p.tokenizer->token_bytes(p.val.tokens.at(0)), read_file(test::shakespeare()).substr(1003854, 1));
+  EXPECT_EQ(p.tokenizer->token_bytes(p.val.tokens.at(0)),
+            read_file(test::shakespeare()).substr(1003854, 1));
 }
 
 TEST(TokenCache, SentencePieceStreamsLikeItEncodesWhole) {
@@ -92,7 +94,8 @@ TEST(TokenCache, IsReusedUntilTheCorpusOrTokenizerChanges) {
   EXPECT_EQ(cache.tokenizers_made, 1);
 
   test::write_text(data / "a.txt", "hello world\nhello there\n");  // same size, new text
-  EXPECT_EQ(token_cache_problem(cache.spec, nullptr).find("the corpus or the data settings changed"), 0u);
+  EXPECT_EQ(
+      token_cache_problem(cache.spec, nullptr).find("the corpus or the data settings changed"), 0u);
   EXPECT_TRUE(cache.prepare().rebuilt);
 
   cache.spec.train_fraction = 0.5;
@@ -103,7 +106,8 @@ TEST(TokenCache, IsReusedUntilTheCorpusOrTokenizerChanges) {
 
   // A run's own tokenizer that is not the cache's: the tokens are remade with it.
   const std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
-  EXPECT_NE(token_cache_problem(cache.spec, bytes.get()).find("another tokenizer than this run's"), std::string::npos);
+  EXPECT_NE(token_cache_problem(cache.spec, bytes.get()).find("another tokenizer than this run's"),
+            std::string::npos);
   const PreparedCorpus p = cache.prepare(bytes);
   EXPECT_TRUE(p.rebuilt);
   EXPECT_EQ(p.tokenizer->kind(), "byte");
@@ -116,12 +120,15 @@ TEST(TokenCache, ATokenFileFromAnotherTokenizerIsNotReused) {
   Cache chars({data / "a.txt"}), bytes({data / "a.txt"});
   chars.prepare();
   bytes.prepare(make_byte_tokenizer());
-  fs::copy_file(bytes.spec.dir / "val.bin", chars.spec.dir / "val.bin", fs::copy_options::overwrite_existing);
-  EXPECT_NE(token_cache_problem(chars.spec, nullptr).find("were made with another tokenizer"), std::string::npos);
+  fs::copy_file(bytes.spec.dir / "val.bin", chars.spec.dir / "val.bin",
+                fs::copy_options::overwrite_existing);
+  EXPECT_NE(token_cache_problem(chars.spec, nullptr).find("were made with another tokenizer"),
+            std::string::npos);
   EXPECT_TRUE(chars.prepare().rebuilt);
   // A damaged file is a reason to rebuild, too.
   std::filesystem::resize_file(chars.spec.dir / "train.bin", 70);
-  EXPECT_NE(token_cache_problem(chars.spec, nullptr).find("truncated or corrupted"), std::string::npos);
+  EXPECT_NE(token_cache_problem(chars.spec, nullptr).find("truncated or corrupted"),
+            std::string::npos);
   EXPECT_TRUE(chars.prepare().rebuilt);
 }
 
@@ -166,8 +173,10 @@ TEST(TokenCache, InvalidUtf8IsNamedWithItsOffsetInTheFile) {
   test::write_text(data / "bad.txt", text);
   Cache cache({data / "bad.txt"});
   const std::string e = error_of([&] { cache.prepare(make_byte_tokenizer()); });
-  EXPECT_NE(e.find("bad.txt is not valid UTF-8: bad byte 0xFF at byte offset " + std::to_string(offset)),
-            std::string::npos) << e;
+  EXPECT_NE(
+      e.find("bad.txt is not valid UTF-8: bad byte 0xFF at byte offset " + std::to_string(offset)),
+      std::string::npos)
+      << e;
   EXPECT_FALSE(fs::exists(cache.spec.dir / "train.bin"));
 }
 

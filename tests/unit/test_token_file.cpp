@@ -49,19 +49,23 @@ TEST(TokenFile, DamageIsNamed) {
   write_tokens(dir / "t.bin", {1, 2, 3, 4}, 10);
   std::string bytes = test::read_text(dir / "t.bin");
   test::write_text(dir / "cut.bin", bytes.substr(0, bytes.size() - 1));
-  EXPECT_NE(error_of([&] { open_token_file(dir / "cut.bin"); }).find("truncated or corrupted"), std::string::npos);
-  test::write_text(dir / "short.bin", bytes.substr(0, 10));
-  EXPECT_NE(error_of([&] { open_token_file(dir / "short.bin"); }).find("shorter than its 64-byte header"),
+  EXPECT_NE(error_of([&] { open_token_file(dir / "cut.bin"); }).find("truncated or corrupted"),
             std::string::npos);
+  test::write_text(dir / "short.bin", bytes.substr(0, 10));
+  EXPECT_NE(
+      error_of([&] { open_token_file(dir / "short.bin"); }).find("shorter than its 64-byte header"),
+      std::string::npos);
   std::string foreign = bytes;
   foreign[0] = 'X';
   test::write_text(dir / "foreign.bin", foreign);
-  EXPECT_NE(error_of([&] { open_token_file(dir / "foreign.bin"); }).find("does not start with TLMTOKEN"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { open_token_file(dir / "foreign.bin"); }).find("does not start with TLMTOKEN"),
+      std::string::npos);
   std::string newer = bytes;
   newer[8] = 9;
   test::write_text(dir / "newer.bin", newer);
-  EXPECT_NE(error_of([&] { read_token_file_header(dir / "newer.bin"); }).find("format version 9"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_token_file_header(dir / "newer.bin"); }).find("format version 9"),
+            std::string::npos);
 }
 
 TEST(TokenFile, AnUncommittedWriterLeavesNothing) {

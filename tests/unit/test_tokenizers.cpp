@@ -6,13 +6,13 @@
 
 #include <sstream>
 
+#include "corpora.h"
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
 #include "data/sentencepiece_tokenizer.h"
 #include "data/utf8.h"
-#include "corpora.h"
 #include "test_util.h"
 
 namespace tinylm {
@@ -50,7 +50,9 @@ TEST(Tokenizers, EveryKindRoundTripsEveryShippedCorpus) {
     EXPECT_EQ(bytes->decode(bytes->encode(text)), text) << name;
     for (const char* type : {"bpe", "unigram"}) {
       const std::string corpus = name;
-      const int64_t vocab = corpus == "tinystories_sample.txt" ? 300 : corpus == "wagahaiwa_nekodearu.txt" ? 3000 : 1000;
+      const int64_t vocab = corpus == "tinystories_sample.txt"    ? 300
+                            : corpus == "wagahaiwa_nekodearu.txt" ? 3000
+                                                                  : 1000;
       const auto spm = trained(text, type, vocab);
       const std::vector<int64_t> ids = spm->encode(text);
       EXPECT_EQ(spm->decode(ids), text) << name << " " << type;
@@ -80,27 +82,35 @@ TEST(Tokenizers, SaveAndLoadGiveTheSameTokenizer) {
   // A tokenizer.model swapped under its tokenizer.json is caught.
   TempDir dir;
   kinds[2]->save(dir.path());
-  std::filesystem::copy_file(test::fixtures() / "sentencepiece_test_model.model", dir / "tokenizer.model",
+  std::filesystem::copy_file(test::fixtures() / "sentencepiece_test_model.model",
+                             dir / "tokenizer.model",
                              std::filesystem::copy_options::overwrite_existing);
-  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("is not the model"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("is not the model"),
+            std::string::npos);
 }
 
 TEST(Tokenizers, LoadingABadTokenizerJsonNamesTheFile) {
   TempDir dir;
   test::write_text(dir / "tokenizer.json", "{\"type\": \"wordpiece\"}");
-  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("\"wordpiece\" is not one of char, byte, sentencepiece"),
+  EXPECT_NE(error_of([&] {
+              load_tokenizer(dir.path());
+            }).find("\"wordpiece\" is not one of char, byte, sentencepiece"),
             std::string::npos);
   test::write_text(dir / "tokenizer.json", "{\"type\": \"sentencepiece\"}");
-  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("SentencePiece model not found"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("SentencePiece model not found"),
+            std::string::npos);
   test::write_text(dir / "tokenizer.json", "{\"type\": ");
-  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("is not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_tokenizer(dir.path()); }).find("is not valid JSON"),
+            std::string::npos);
 }
 
 TEST(Tokenizers, LabelsAreValidUtf8) {
-  const auto tok = SentencePieceTokenizer::from_file(test::fixtures() / "sentencepiece_test_model.model");
+  const auto tok =
+      SentencePieceTokenizer::from_file(test::fixtures() / "sentencepiece_test_model.model");
   const std::string text = read_corpus(test::corpora() / "wagahaiwa_nekodearu.txt").substr(0, 3000);
   const auto jp = trained(text + "\n", "bpe", 800, 3001);
-  for (const Tokenizer* t : {static_cast<const Tokenizer*>(tok.get()), static_cast<const Tokenizer*>(jp.get())}) {
+  for (const Tokenizer* t :
+       {static_cast<const Tokenizer*>(tok.get()), static_cast<const Tokenizer*>(jp.get())}) {
     for (int64_t id = 0; id < t->vocab_size(); ++id) {
       EXPECT_EQ(find_invalid_utf8(t->token_label(id)), std::string::npos) << id;
     }

@@ -19,7 +19,8 @@ using test::TempDir;
 
 RunConfig tiny_config(int max_iters) {
   TempDir scratch;
-  RunConfig c = load_run_config(test::write_tiny_config(scratch.path(), test::shakespeare(), max_iters));
+  RunConfig c =
+      load_run_config(test::write_tiny_config(scratch.path(), test::shakespeare(), max_iters));
   c.train.eval_interval = 4;
   c.train.learning_rate = 3e-3;
   return c;
@@ -40,7 +41,8 @@ std::vector<json> losses(const std::filesystem::path& run) {
 class ResumedRun : public ::testing::TestWithParam<Sampling> {};
 
 // With random windows, and with epoch sampling (whose place in the epoch the checkpoint keeps).
-INSTANTIATE_TEST_SUITE_P(Sampling, ResumedRun, ::testing::Values(Sampling::kRandom, Sampling::kEpoch),
+INSTANTIATE_TEST_SUITE_P(Sampling, ResumedRun,
+                         ::testing::Values(Sampling::kRandom, Sampling::kEpoch),
                          [](const auto& info) { return std::string(name_of(info.param)); });
 
 TEST_P(ResumedRun, EqualsUnbrokenRun) {

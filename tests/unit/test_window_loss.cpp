@@ -23,7 +23,8 @@ double reference_nats(GPT& model, const torch::Tensor& w, int64_t from, int64_t 
   const torch::Tensor logp = torch::log_softmax(logits, -1);
   double nats = 0.0;
   for (int64_t n = 0; n < w.size(0); ++n) {
-    for (int64_t i = from; i < to; ++i) nats -= logp[n][i][w[n][i + 1].item<int64_t>()].item<double>();
+    for (int64_t i = from; i < to; ++i)
+      nats -= logp[n][i][w[n][i + 1].item<int64_t>()].item<double>();
   }
   return nats;
 }

@@ -37,9 +37,7 @@ void TokenSequence::copy_to(int64_t start, int64_t count, int64_t* out) const {
   }
   const unsigned char* src = data_ + static_cast<size_t>(start) * static_cast<size_t>(width_);
   switch (width_) {
-    case 8:
-      std::memcpy(out, src, static_cast<size_t>(count) * 8);
-      break;
+    case 8: std::memcpy(out, src, static_cast<size_t>(count) * 8); break;
     case 4:
       for (int64_t i = 0; i < count; ++i) {
         uint32_t v;

@@ -91,15 +91,9 @@ void append_utf8(std::string& out, char32_t cp) {
 std::string describe_code_point(char32_t cp) {
   std::string shown;
   switch (cp) {
-    case '\n':
-      shown = "\\n";
-      break;
-    case '\r':
-      shown = "\\r";
-      break;
-    case '\t':
-      shown = "\\t";
-      break;
+    case '\n': shown = "\\n"; break;
+    case '\r': shown = "\\r"; break;
+    case '\t': shown = "\\t"; break;
     default:
       if (cp < 0x20 || cp == 0x7F) {
         shown = "?";

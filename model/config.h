@@ -14,18 +14,11 @@ enum class PosEncoding { kLearned, kSinusoidal, kRope, kNone };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class MlpKind { kGelu, kSwiglu };  // Linear 4C, GELU, Linear | LLaMA's gated MLP
 
-template <>
-struct EnumNames<PosEncoding> {
-  static constexpr std::array<const char*, 4> kNames = {"learned", "sinusoidal", "rope", "none"};
-};
-template <>
-struct EnumNames<NormKind> {
-  static constexpr std::array<const char*, 2> kNames = {"layernorm", "rmsnorm"};
-};
-template <>
-struct EnumNames<MlpKind> {
-  static constexpr std::array<const char*, 2> kNames = {"gelu", "swiglu"};
-};
+constexpr std::array<const char*, 4> enum_names(PosEncoding) {
+  return {"learned", "sinusoidal", "rope", "none"};
+}
+constexpr std::array<const char*, 2> enum_names(NormKind) { return {"layernorm", "rmsnorm"}; }
+constexpr std::array<const char*, 2> enum_names(MlpKind) { return {"gelu", "swiglu"}; }
 
 struct ModelConfig {
   int64_t n_layer = 4;

@@ -22,19 +22,18 @@ namespace tinylm {
 
 using ConfigValue = std::variant<bool, int64_t, double, std::string, std::vector<std::string>>;
 
-// The names of an enum's values in the order of the values, as configs spell them:
-// specialise with `static constexpr std::array<const char*, N> kNames`.
-template <class E>
-struct EnumNames;
-
+// The names of an enum's values in the order of the values, as configs spell them: each
+// enum E of a config declares, beside it,
+//   constexpr std::array<const char*, N> enum_names(E) { return {"a", "b"}; }
+// which name_of and enum_from_name find by argument-dependent lookup.
 template <class E>
 const char* name_of(E value) {
-  return EnumNames<E>::kNames[static_cast<size_t>(value)];
+  return enum_names(E{})[static_cast<size_t>(value)];
 }
 
 template <class E>
 std::optional<E> enum_from_name(std::string_view name) {
-  const auto& names = EnumNames<E>::kNames;
+  const auto names = enum_names(E{});
   for (size_t i = 0; i < names.size(); ++i) {
     if (name == names[i]) return static_cast<E>(i);
   }
@@ -90,7 +89,7 @@ template <class S, class T>
 ConfigKey<S> key(std::string name, T S::*member, Accepts accepts, std::string help) {
   ConfigKey<S> k{std::move(name), std::move(help), std::move(accepts), {}, {}};
   if constexpr (std::is_enum_v<T>) {
-    for (const char* n : EnumNames<T>::kNames) k.accepts.choices.emplace_back(n);
+    for (const char* n : enum_names(T{})) k.accepts.choices.emplace_back(n);
     k.get = [member](const S& s) -> ConfigValue { return std::string(name_of(s.*member)); };
     k.set = [member, requirement = k.accepts.requirement()](S& s, const ConfigValue& v) {
       const std::string& text = std::get<std::string>(v);

@@ -297,13 +297,8 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens per sample")
       ->check(CLI::Range(1, 100000));
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
-  cmd->allow_extras();
-  cmd->footer(
-      "Config keys can be overridden with --section.key=value, e.g. --train.dtype=bfloat16.");
-  return [args, cmd] {
-    args->overrides = parse_overrides(cmd->remaining());
-    return run_bench(*args);
-  };
+  return with_overrides(cmd, args->overrides, "--train.dtype=bfloat16",
+                        [args] { return run_bench(*args); });
 }
 
 }  // namespace tinylm

@@ -94,6 +94,16 @@ RunConfig load_config_with_overrides(const std::filesystem::path& path,
   return config;
 }
 
+std::function<int()> with_overrides(CLI::App* cmd, std::vector<std::string>& overrides,
+                                    const std::string& example, std::function<int()> run) {
+  cmd->allow_extras();
+  cmd->footer("Any config key can be overridden with --section.key=value, e.g. " + example + ".");
+  return [cmd, &overrides, run = std::move(run)] {
+    overrides = parse_overrides(cmd->remaining());
+    return run();
+  };
+}
+
 void add_run_flags(CLI::App* cmd, RunFlags& flags, bool with_ablate) {
   cmd->add_option("run", flags.run, "Run directory (or its best/)")->required();
   if (with_ablate) {

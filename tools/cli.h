@@ -38,6 +38,11 @@ std::vector<std::string> parse_overrides(const std::vector<std::string>& extras)
 RunConfig load_config_with_overrides(const std::filesystem::path& path,
                                      const std::vector<std::string>& overrides, bool resolve_paths);
 
+// Lets `cmd` take config overrides, --section.key=value (its help shows `example`); they are
+// parsed into `overrides` once the command line is, and then `run` runs.
+std::function<int()> with_overrides(CLI::App* cmd, std::vector<std::string>& overrides,
+                                    const std::string& example, std::function<int()> run);
+
 // The flags of a command that reads a run: RUN, and --threads, --device, --ablate.
 struct RunFlags {
   std::string run;

@@ -18,9 +18,8 @@
 
 int main(int argc, char** argv) {
   // Keep freed tensor memory in the heap instead of returning it to the kernel: otherwise
-  // every step's large activations are fresh mmap pages, faulted in and zeroed again
-  // (measured on shakespeare_char: ~1,600 page faults per step before, ~150 after, and the
-  // step 8-16% faster in an A/B on this machine).
+  // every step's large activations are fresh mmap pages, faulted in and zeroed again (a
+  // tenth of the page faults, and faster steps: docs/MEASUREMENTS.md).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   // Logs go to stderr; stdout carries only program output (samples, JSON).

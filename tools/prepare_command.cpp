@@ -56,13 +56,8 @@ Command add_prepare_command(CLI::App& app) {
   cmd->add_flag("--force", args->force, "Rebuild the cache even when it is current");
   cmd->add_option("--threads", args->threads, "Encoding threads (default: all cores)")
       ->check(CLI::NonNegativeNumber);
-  cmd->allow_extras();
-  cmd->footer(
-      "Any config key can be overridden with --section.key=value, e.g. --data.vocab_size=2048.");
-  return [args, cmd] {
-    args->overrides = parse_overrides(cmd->remaining());
-    return run_prepare(*args);
-  };
+  return with_overrides(cmd, args->overrides, "--data.vocab_size=2048",
+                        [args] { return run_prepare(*args); });
 }
 
 }  // namespace tinylm

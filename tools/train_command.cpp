@@ -177,15 +177,12 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--nproc", args->nproc,
                   "Train with N data-parallel processes on this machine (the same model as one)")
       ->check(CLI::Range(1, 1024));
-  cmd->allow_extras();
-  cmd->footer(
-      "Any config key can be overridden with --section.key=value, e.g. --train.max_iters=500.\n"
-      "Several machines: torchrun --redirects 1 --tee 1 --no_python --nnodes=M "
-      "--node_rank=K --nproc_per_node=N --master_addr=HOST tinylm train CONFIG");
-  return [args, cmd] {
-    args->overrides = parse_overrides(cmd->remaining());
-    return run_train(*args);
-  };
+  Command command = with_overrides(cmd, args->overrides, "--train.max_iters=500",
+                                   [args] { return run_train(*args); });
+  cmd->footer(cmd->get_footer() +
+              "\nSeveral machines: torchrun --redirects 1 --tee 1 --no_python --nnodes=M "
+              "--node_rank=K --nproc_per_node=N --master_addr=HOST tinylm train CONFIG");
+  return command;
 }
 
 }  // namespace tinylm

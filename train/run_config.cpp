@@ -15,20 +15,13 @@ namespace {
 
 std::string type_name(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a number";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    default:
-      return "a date or time";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a number";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date or time";
   }
 }
 
@@ -80,16 +73,11 @@ void set_key(const ConfigKey<RunConfig>& k, RunConfig& config, const toml::node&
 // What a key of this value's type accepts when nothing narrows it, for the key table.
 const char* type_words(const ConfigValue& value) {
   switch (value.index()) {
-    case 0:
-      return "true, false";
-    case 1:
-      return "an integer";
-    case 2:
-      return "a number";
-    case 3:
-      return "a string";
-    default:
-      return "strings";
+    case 0: return "true, false";
+    case 1: return "an integer";
+    case 2: return "a number";
+    case 3: return "a string";
+    default: return "strings";
   }
 }
 
@@ -107,17 +95,9 @@ bool symbols_are_clean(const ConfigValue& v) {
   return true;
 }
 
-template <class T>
-std::vector<ConfigKey<RunConfig>> section(const std::string& name, T RunConfig::*part,
-                                          const std::vector<ConfigKey<T>>& keys) {
-  return lift(name, part, keys);
-}
-
-std::vector<ConfigKey<RunConfig>> declare_run_keys() {
+std::vector<ConfigKey<DataConfig>> data_keys() {
   using D = DataConfig;
-  using T = TrainConfig;
-  using S = SampleConfig;
-  const std::vector<ConfigKey<D>> data = {
+  return {
       key("source", &D::source, anything(),
           "the text at data.path, or the generated corpus of configs/induction.toml"),
       key("path", &D::path, anything(),
@@ -146,7 +126,11 @@ std::vector<ConfigKey<RunConfig>> declare_run_keys() {
       key("cache_dir", &D::cache_dir, anything(),
           "where token files go; empty: cache/<config name> in the working directory"),
   };
-  const std::vector<ConfigKey<T>> train = {
+}
+
+std::vector<ConfigKey<TrainConfig>> train_keys() {
+  using T = TrainConfig;
+  return {
       key("batch_size", &T::batch_size, at_least(1), "sequences per micro-batch"),
       key("gradient_accumulation_steps", &T::gradient_accumulation_steps, at_least(1),
           "micro-batches per step; sequences per step = batch_size times this"),
@@ -173,7 +157,11 @@ std::vector<ConfigKey<RunConfig>> declare_run_keys() {
       key("dist_timeout_s", &T::dist_timeout_s, above(0),
           "how long a rank waits for the others before it stops with an error"),
   };
-  const std::vector<ConfigKey<S>> sample = {
+}
+
+std::vector<ConfigKey<SampleConfig>> sample_keys() {
+  using S = SampleConfig;
+  return {
       key("prompt", &S::prompt, anything(), "the text to continue (tinylm sample)"),
       key("max_new_tokens", &S::max_new_tokens, between(1, static_cast<double>(kMaxNewTokensLimit)),
           "tokens per sample"),
@@ -185,10 +173,13 @@ std::vector<ConfigKey<RunConfig>> declare_run_keys() {
       key("stop", &S::stop, anything(),
           "a sample ends after the first occurrence of this text; empty = never"),
   };
-  std::vector<ConfigKey<RunConfig>> keys = section("model", &RunConfig::model, model_keys());
+}
+
+std::vector<ConfigKey<RunConfig>> declare_run_keys() {
+  std::vector<ConfigKey<RunConfig>> keys = lift("model", &RunConfig::model, model_keys());
   for (auto part :
-       {section("data", &RunConfig::data, data), section("train", &RunConfig::train, train),
-        section("sample", &RunConfig::sample, sample)}) {
+       {lift("data", &RunConfig::data, data_keys()), lift("train", &RunConfig::train, train_keys()),
+        lift("sample", &RunConfig::sample, sample_keys())}) {
     keys.insert(keys.end(), part.begin(), part.end());
   }
   return keys;

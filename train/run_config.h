@@ -19,26 +19,13 @@ enum class SentencePieceModel { kBpe, kUnigram };
 enum class Sampling { kRandom, kEpoch };  // uniform windows | every window once per epoch
 enum class Dtype { kFloat32, kBfloat16 };
 
-template <>
-struct EnumNames<DataSource> {
-  static constexpr std::array<const char*, 2> kNames = {"file", "induction"};
-};
-template <>
-struct EnumNames<TokenizerKind> {
-  static constexpr std::array<const char*, 3> kNames = {"char", "byte", "sentencepiece"};
-};
-template <>
-struct EnumNames<SentencePieceModel> {
-  static constexpr std::array<const char*, 2> kNames = {"bpe", "unigram"};
-};
-template <>
-struct EnumNames<Sampling> {
-  static constexpr std::array<const char*, 2> kNames = {"random", "epoch"};
-};
-template <>
-struct EnumNames<Dtype> {
-  static constexpr std::array<const char*, 2> kNames = {"float32", "bfloat16"};
-};
+constexpr std::array<const char*, 2> enum_names(DataSource) { return {"file", "induction"}; }
+constexpr std::array<const char*, 3> enum_names(TokenizerKind) {
+  return {"char", "byte", "sentencepiece"};
+}
+constexpr std::array<const char*, 2> enum_names(SentencePieceModel) { return {"bpe", "unigram"}; }
+constexpr std::array<const char*, 2> enum_names(Sampling) { return {"random", "epoch"}; }
+constexpr std::array<const char*, 2> enum_names(Dtype) { return {"float32", "bfloat16"}; }
 
 // The keys' meanings are in their declarations (run_config.cpp) and docs/CONFIG.md.
 struct DataConfig {

@@ -62,14 +62,23 @@ std::string encode_safetensors(const NamedTensors& tensors,
   return out;
 }
 
-Safetensors decode_safetensors(const std::string& bytes, const std::string& source) {
-  const auto bad = [&](const std::string& what) {
+namespace {
+
+// Why a file is not safetensors, naming it.
+struct Invalid {
+  const std::string& source;
+  std::runtime_error operator()(const std::string& what) const {
     return std::runtime_error(source + " is not a valid safetensors file: " + what);
-  };
+  }
+};
+
+// The JSON header, after its length is checked against the file.
+nlohmann::json read_header(const std::string& bytes, const Invalid& bad, uint64_t& header_len) {
   if (bytes.size() < 8) throw bad("shorter than its 8-byte header length");
-  uint64_t header_len = 0;
-  for (int i = 0; i < 8; ++i)
+  header_len = 0;
+  for (int i = 0; i < 8; ++i) {
     header_len |= uint64_t(static_cast<unsigned char>(bytes[i])) << (8 * i);
+  }
   if (header_len > kMaxHeaderBytes || header_len > bytes.size() - 8) {
     throw bad("header length " + std::to_string(header_len) + " exceeds the file (" +
               std::to_string(bytes.size()) + " bytes): truncated?");
@@ -82,9 +91,64 @@ Safetensors decode_safetensors(const std::string& bytes, const std::string& sour
     throw bad(std::string("header is not JSON (") + e.what() + ")");
   }
   if (!header.is_object()) throw bad("header is not a JSON object");
+  return header;
+}
+
+// One tensor's entry, checked: a supported dtype, a shape, and offsets inside the data that
+// hold exactly the bytes dtype and shape need. Copies the bytes out.
+torch::Tensor read_tensor(const nlohmann::json& entry, const std::string& where, const char* data,
+                          uint64_t data_size, const Invalid& bad,
+                          std::pair<uint64_t, uint64_t>& span) {
+  if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+      !entry.contains("data_offsets")) {
+    throw bad(where + "expected {dtype, shape, data_offsets}");
+  }
+  const auto& dtype = entry["dtype"];
+  const auto found = std::find_if(dtypes().begin(), dtypes().end(), [&](const auto& d) {
+    return dtype.is_string() && d.first == dtype.get<std::string>();
+  });
+  if (found == dtypes().end()) throw bad(where + "unsupported dtype " + dtype.dump());
+  const auto& shape_json = entry["shape"];
+  if (!shape_json.is_array()) throw bad(where + "shape is not an array");
+  std::vector<int64_t> shape;
+  uint64_t numel = 1;
+  for (const auto& d : shape_json) {
+    if (!d.is_number_unsigned()) throw bad(where + "shape has a non-integer or negative entry");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim != 0 && numel > (uint64_t(1) << 48) / dim) throw bad(where + "shape is too large");
+    numel *= dim;
+    shape.push_back(static_cast<int64_t>(dim));
+  }
+  const auto& offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned()) {
+    throw bad(where + "data_offsets must be two non-negative integers");
+  }
+  const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+  if (begin > end || end > data_size) {
+    throw bad(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+              "] fall outside the " + std::to_string(data_size) + " data bytes: truncated?");
+  }
+  const torch::ScalarType type = found->second;
+  const uint64_t expected = numel * c10::elementSize(type);
+  if (end - begin != expected) {
+    throw bad(where + "holds " + std::to_string(end - begin) + " bytes but dtype and shape need " +
+              std::to_string(expected));
+  }
+  span = {begin, end};
+  torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type));
+  if (expected > 0) std::memcpy(t.data_ptr(), data + begin, expected);
+  return t;
+}
+
+}  // namespace
+
+Safetensors decode_safetensors(const std::string& bytes, const std::string& source) {
+  const Invalid bad{source};
+  uint64_t header_len = 0;
+  const nlohmann::json header = read_header(bytes, bad, header_len);
   const uint64_t data_size = bytes.size() - 8 - header_len;
   const char* data = bytes.data() + 8 + header_len;
-
   Safetensors out;
   std::vector<std::pair<uint64_t, uint64_t>> spans;
   for (const auto& [name, entry] : header.items()) {
@@ -96,47 +160,10 @@ Safetensors decode_safetensors(const std::string& bytes, const std::string& sour
       }
       continue;
     }
-    const std::string where = "tensor " + name + ": ";
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
-        !entry.contains("data_offsets")) {
-      throw bad(where + "expected {dtype, shape, data_offsets}");
-    }
-    const auto& dtype = entry["dtype"];
-    const auto found = std::find_if(dtypes().begin(), dtypes().end(), [&](const auto& d) {
-      return dtype.is_string() && d.first == dtype.get<std::string>();
-    });
-    if (found == dtypes().end()) throw bad(where + "unsupported dtype " + dtype.dump());
-    const auto& shape_json = entry["shape"];
-    if (!shape_json.is_array()) throw bad(where + "shape is not an array");
-    std::vector<int64_t> shape;
-    uint64_t numel = 1;
-    for (const auto& d : shape_json) {
-      if (!d.is_number_unsigned()) throw bad(where + "shape has a non-integer or negative entry");
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim != 0 && numel > (uint64_t(1) << 48) / dim) throw bad(where + "shape is too large");
-      numel *= dim;
-      shape.push_back(static_cast<int64_t>(dim));
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-        !offsets[1].is_number_unsigned()) {
-      throw bad(where + "data_offsets must be two non-negative integers");
-    }
-    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    if (begin > end || end > data_size) {
-      throw bad(where + "data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
-                "] fall outside the " + std::to_string(data_size) + " data bytes: truncated?");
-    }
-    const torch::ScalarType type = found->second;
-    const uint64_t expected = numel * c10::elementSize(type);
-    if (end - begin != expected) {
-      throw bad(where + "holds " + std::to_string(end - begin) +
-                " bytes but dtype and shape need " + std::to_string(expected));
-    }
-    spans.emplace_back(begin, end);
-    torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(type));
-    if (expected > 0) std::memcpy(t.data_ptr(), data + begin, expected);
-    out.tensors.emplace(name, std::move(t));
+    std::pair<uint64_t, uint64_t> span;
+    out.tensors.emplace(name,
+                        read_tensor(entry, "tensor " + name + ": ", data, data_size, bad, span));
+    spans.push_back(span);
   }
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i) {

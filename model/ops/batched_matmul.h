@@ -3,10 +3,10 @@
 // Why not torch::matmul: LibTorch 1.13 without MKL (Debian's build) runs bmm as a serial loop
 // over the batch, selecting each matrix and making one BLAS call that spreads a 64 x 64
 // product over all threads. This spreads the batch over the threads instead, one
-// single-threaded GEMM per matrix, with no per-matrix tensor bookkeeping. Measured here on one
-// layer's attention (B 12, nh 4, T 64, hs 32), forward and backward: 4.8-5.3 ms with
-// torch::matmul, 3.9-4.4 ms with this, at 1 or 2 threads. Results equal torch::matmul's to
-// float rounding, which a test holds. Differentiable: the backward is two more such products.
+// single-threaded GEMM per matrix, with no per-matrix tensor bookkeeping: faster on one
+// layer's attention forward and backward (docs/MEASUREMENTS.md). Results equal
+// torch::matmul's to float rounding, which a test holds. Differentiable: the backward is two
+// more such products. Not for large matrices, which LibTorch's own threading serves well.
 
 #include <torch/torch.h>
 

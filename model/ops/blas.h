@@ -13,8 +13,8 @@ void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, c
 
 namespace tinylm {
 // Up to this many rows a product with a weight matrix runs as matrix-vector products:
-// sgemm copies ("packs") the whole weight on every call, which at one row costs about 4x
-// the product itself (measured on this machine's OpenBLAS, 128-wide matrices). From two rows
-// on, one sgemm was as fast or faster than a loop of sgemv (measured at 2, 8 and 16 rows).
+// sgemm copies ("packs") the whole weight on every call, which at one row costs several
+// times the product itself; from two rows on one sgemm was as fast as a loop of sgemv
+// (docs/MEASUREMENTS.md).
 inline constexpr long kMaxMatrixVectorRows = 1;
 }  // namespace tinylm

@@ -14,16 +14,22 @@ namespace {
 
 using test::small_config;
 
+// Betas and decay unlike the defaults, so that each one's use is checked.
+TrainConfig adamw_config() {
+  TrainConfig t;
+  t.beta1 = 0.9;
+  t.beta2 = 0.95;
+  t.weight_decay = 0.1;
+  return t;
+}
+
 torch::Tensor loss_of(GPT& model, const torch::Tensor& x) {
   const torch::Tensor logits = model->forward(x);
   return torch::nn::functional::cross_entropy(logits.view({-1, logits.size(-1)}), x.view(-1));
 }
 
 TEST(AdamW, MatchesLibTorchsAdamWWithDecayGroupsAndClipping) {
-  TrainConfig t;
-  t.beta1 = 0.9;
-  t.beta2 = 0.95;
-  t.weight_decay = 0.1;
+  const TrainConfig t = adamw_config();
   // Without biases: the key bias has a gradient of exactly zero in theory (softmax ignores a
   // constant added to every score), so Adam turns its rounding noise into full-size steps
   // that two correct implementations need not share.
@@ -92,10 +98,7 @@ TEST(AdamW, MomentsRoundTripAndMisshapenOnesAreNamed) {
 
 // The whole-buffer operators that devices other than the CPU run are the same update.
 TEST(AdamW, OperatorPathEqualsTheFusedLoop) {
-  TrainConfig t;
-  t.beta1 = 0.9;
-  t.beta2 = 0.95;
-  t.weight_decay = 0.1;
+  const TrainConfig t = adamw_config();
   ModelConfig c = small_config();
   c.bias = false;  // the key bias's gradient is rounding noise (see the test above)
   GPT a = test::random_model(c), b = test::random_model(c);

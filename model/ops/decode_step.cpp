@@ -90,15 +90,6 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
   const int64_t B = ids.size(0), C = c.n_embd, nh = c.n_head, kvh = c.kv_heads(),
                 hs = c.head_size();
   const int64_t group = nh / kvh, qkv_width = C + 2 * kvh * hs;
-  if (c.relative_positions()) {
-    cache.make_room(1);
-  } else if (cache.length() >= cache.capacity()) {
-    throw std::invalid_argument("decode_step: the KV cache is full and " +
-                                std::string(name_of(c.pos_encoding)) +
-                                " positions cannot slide; clear it and re-encode the window");
-  }
-  const int64_t slot = cache.length(), keys = slot + 1;  // the new position and the count
-  const int64_t position = c.relative_positions() ? cache.next_position() : slot;
   const auto id = ids.to(torch::kInt64).contiguous();
   // The embedding row is read by pointer: an id outside the vocabulary must not reach it.
   for (int64_t b = 0; b < B; ++b) {
@@ -109,6 +100,15 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
                                   ")");
     }
   }
+  if (c.relative_positions()) {
+    cache.make_room(1);
+  } else if (cache.length() >= cache.capacity()) {
+    throw std::invalid_argument("decode_step: the KV cache is full and " +
+                                std::string(name_of(c.pos_encoding)) +
+                                " positions cannot slide; clear it and re-encode the window");
+  }
+  const int64_t slot = cache.length(), keys = slot + 1;  // the new position and the count
+  const int64_t position = c.relative_positions() ? cache.next_position() : slot;
 
   // The residual stream (B, C): embedding plus the position's row.
   std::vector<float> x(static_cast<size_t>(B * C)), h(x.size()), z(x.size()), y(x.size());

@@ -126,6 +126,22 @@ INSTANTIATE_TEST_SUITE_P(AllEncodingsAndBlocks, KVCacheEquality,
                            return name_of(info.param);
                          });
 
+TEST(Generation, TheDirectStepRefusesIdsOutsideTheVocabulary) {
+  // It reads embedding rows by pointer: an id past the table must be an error, not a read.
+  GPT model = test::random_model(test::small_config({"pos_encoding=rope"}));
+  torch::NoGradGuard no_grad;
+  KVCache cache = model->make_cache();
+  model->forward(torch::tensor({{1, 2, 3, 4, 5, 6, 7, 8}}), cache);  // full: a step would slide it
+  for (const int64_t id : {int64_t{11}, int64_t{-1}}) {
+    const std::string e = test::error_of([&] { decode_step(model, torch::tensor({id}), cache); });
+    EXPECT_NE(e.find("token id " + std::to_string(id) + " is outside the vocabulary [0, 11)"),
+              std::string::npos)
+        << e;
+  }
+  EXPECT_EQ(cache.length(), 8);  // nothing dropped, nothing appended
+  EXPECT_EQ(cache.next_position(), 8);
+}
+
 TEST(Generation, LeavesTheModelInTheModeItFoundItIn) {
   GPT model = test::random_model(test::small_config({"dropout=0.1"}));
   model->train();

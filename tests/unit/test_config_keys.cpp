@@ -31,7 +31,6 @@ TEST(ConfigKeys, EachKeyOnceWithHelpAndEveryDefaultValid) {
     RunConfig defaults;
     EXPECT_NO_THROW(k.check(defaults)) << k.name;
   }
-  EXPECT_EQ(seen.size(), 54u);
 }
 
 TEST(ConfigKeys, RangesAndChoicesComeFromTheDeclaration) {

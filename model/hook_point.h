@@ -32,7 +32,8 @@ class HookPoint;
 
 using HookList = std::vector<HookPoint*>;
 
-// A module's place among the hook names: the list its points join and their prefix.
+// A module's place among the hook names: the list its points join and their prefix. The
+// default scope lists its points nowhere, under their short names (a module built alone).
 struct HookScope {
   HookList* list = nullptr;
   std::string prefix;  // "blocks.1.attn."

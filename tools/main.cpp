@@ -16,36 +16,27 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 
-int main(int argc, char** argv) {
-  // Keep freed tensor memory in the heap instead of returning it to the kernel: otherwise
-  // every step's large activations are fresh mmap pages, faulted in and zeroed again (a
-  // tenth of the page faults, and faster steps: docs/MEASUREMENTS.md).
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  // Logs go to stderr; stdout carries only program output (samples, JSON).
-  spdlog::set_default_logger(spdlog::stderr_color_mt("tinylm"));
-  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
-  CLI::App app{"tinylm: a tiny, trainable, decoder-only language model"};
-  app.set_version_flag("--version", std::string("tinylm ") + TINYLM_VERSION);
-  app.require_subcommand(1);
-  const std::map<std::string, tinylm::Command> commands = {
-      {"train", tinylm::add_train_command(app)},     {"sample", tinylm::add_sample_command(app)},
-      {"eval", tinylm::add_eval_command(app)},       {"inspect", tinylm::add_inspect_command(app)},
-      {"prepare", tinylm::add_prepare_command(app)}, {"bench", tinylm::add_bench_command(app)},
-      {"keys", tinylm::add_keys_command(app)}};
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());
-    return 2;
+namespace {
+
+using Commands = std::map<std::string, tinylm::Command>;
+
+// A word where the subcommand goes that is none of them: say so, and which there are.
+bool refused_unknown_subcommand(int argc, char** argv, CLI::App& app, const Commands& commands) {
+  if (argc < 2 || argv[1][0] == '-' || commands.count(argv[1]) != 0) return false;
+  std::string names;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
   }
-  // A rank of a data-parallel job says which one it is.
+  std::fprintf(stderr,
+               "tinylm: unknown subcommand \"%s\"; the subcommands are %s\n"
+               "Run `tinylm --help` for usage.\n",
+               argv[1], names.c_str());
+  return true;
+}
+
+// Runs the subcommand the command line chose; errors become the exit status: 2 for usage,
+// 1 for everything else. A rank of a data-parallel job says which one it is.
+int run_chosen(CLI::App& app, const Commands& commands) {
   const char* rank = std::getenv("RANK");
   const char* world = std::getenv("WORLD_SIZE");
   const std::string who =
@@ -65,4 +56,39 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: error: %s\n", who.c_str(), e.what());
     return 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Keep freed tensor memory in the heap instead of returning it to the kernel: otherwise
+  // every step's large activations are fresh mmap pages, faulted in and zeroed again (a
+  // tenth of the page faults, and faster steps: docs/MEASUREMENTS.md).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // Logs go to stderr; stdout carries only program output (samples, JSON).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tinylm"));
+  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  CLI::App app{"tinylm: a tiny, trainable, decoder-only language model"};
+  app.set_version_flag("--version", std::string("tinylm ") + TINYLM_VERSION);
+  app.require_subcommand(1);
+  const Commands commands = {
+      {"train", tinylm::add_train_command(app)},     {"sample", tinylm::add_sample_command(app)},
+      {"eval", tinylm::add_eval_command(app)},       {"inspect", tinylm::add_inspect_command(app)},
+      {"prepare", tinylm::add_prepare_command(app)}, {"bench", tinylm::add_bench_command(app)},
+      {"keys", tinylm::add_keys_command(app)}};
+  if (refused_unknown_subcommand(argc, argv, app, commands)) return 2;
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "tinylm: %s\nRun `tinylm --help` for usage.\n", e.what());
+    return 2;
+  }
+  return run_chosen(app, commands);
 }

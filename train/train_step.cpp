@@ -12,8 +12,8 @@ namespace tinylm {
 namespace {
 
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-#define TINYLM_AUTOCAST_BY_DEVICE \
-  1  // set_autocast_enabled(device, on) replaced the per-device calls
+// set_autocast_enabled(device, on) replaced the per-device calls.
+#define TINYLM_AUTOCAST_BY_DEVICE 1
 #endif
 
 // LibTorch's autocast for the scope, on the model's device: matmuls and linears in

@@ -158,7 +158,9 @@ TEST_F(Cli, BadSampleArguments) {
                  "--top-p must be in (0, 1]");
   expect_failure(run_tinylm({"sample", run().string(), "--prompt", ""}), 2, "--prompt is empty");
   expect_failure(run_tinylm({"sample"}), 2, "run is required");
-  expect_failure(run_tinylm({"frobnicate"}), 2, "");
+  expect_failure(run_tinylm({"frobnicate"}), 2,
+                 "unknown subcommand \"frobnicate\"; the subcommands are train, sample, eval, "
+                 "inspect, prepare, bench, keys");
   expect_failure(run_tinylm({"eval", run().string(), "--split", "test"}), 2, "--split");
 }
 

@@ -34,7 +34,7 @@ TEST_F(Gpu, FusedAttentionEqualsTheFormula) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
   const auto make = [&] { return torch::randn({2, 4, 32, 16}, rng).to(kCuda).requires_grad_(); };
   const torch::Tensor q = make(), k = make(), v = make();
-  HookPoint pattern("pattern");
+  HookPoint pattern(HookScope{}, "pattern");
   const auto keep = pattern.add([](const torch::Tensor& x, const std::string&) { return x; });
   const AttentionResult fused = attention(q, k, v, true);
   const AttentionResult formula =

@@ -1,12 +1,7 @@
 #include "train/run_config.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
-#include <sstream>
 #include <stdexcept>
-
-#include <nlohmann/json.hpp>
 
 #include <toml++/toml.h>
 
@@ -203,12 +198,6 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw std::invalid_argument(message);
 }
 
-std::string str(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
 }  // namespace
 
 const std::vector<ConfigKey<RunConfig>>& run_keys() {
@@ -267,8 +256,8 @@ void RunConfig::validate() const {
   require(data.source != DataSource::kInduction || data.tokenizer != TokenizerKind::kSentencePiece,
           "data.source = \"induction\" needs data.tokenizer = \"char\" or \"byte\"");
   const TrainConfig& t = train;
-  require(t.min_lr <= t.learning_rate,
-          "train.min_lr must be in [0, train.learning_rate] (got " + str(t.min_lr) + ")");
+  require(t.min_lr <= t.learning_rate, "train.min_lr must be in [0, train.learning_rate] (got " +
+                                           config_value_text(t.min_lr) + ")");
   require(!t.decay_lr || t.lr_decay_iters > t.warmup_iters,
           "train.lr_decay_iters (" + std::to_string(t.lr_decay_iters) +
               ") must be greater than train.warmup_iters (" + std::to_string(t.warmup_iters) + ")");

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include <ATen/record_function.h>
 #include <torch/version.h>
 
 #include "model/ops/batched_matmul.h"
@@ -26,6 +27,7 @@ torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, b
 
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           bool causal, double dropout, bool training, const AttentionHooks& hooks) {
+  RECORD_USER_SCOPE("tinylm::attention");  // a profiler's category (train/step_profile.h)
   const auto hooked = [](const HookPoint* point, torch::Tensor x) {
     return point ? (*point)(x) : x;
   };

@@ -1,5 +1,7 @@
 #include "model/block.h"
 
+#include <ATen/record_function.h>
+
 namespace tinylm {
 
 MLPImpl::MLPImpl(const ModelConfig& config, const HookScope& scope)
@@ -14,9 +16,12 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   if (gated_) {
     const auto gate_up = c_fc(x).chunk(2, -1);        // 2 x (B, T, H)
     const torch::Tensor gate = hook_pre(gate_up[0]);  // in this order: the hooks fire in turn
+    RECORD_USER_SCOPE("tinylm::activation");          // a profiler's category
     post = torch::silu(gate) * hook_pre_linear(gate_up[1]);
   } else {
-    post = torch::gelu(hook_pre(c_fc(x)));
+    const torch::Tensor pre = hook_pre(c_fc(x));
+    RECORD_USER_SCOPE("tinylm::activation");
+    post = torch::gelu(pre);
   }
   torch::Tensor y = c_proj(hook_post(post));  // (B, T, C)
   if (is_training() && dropout_ > 0.0) y = torch::dropout(y, dropout_, true);

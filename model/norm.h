@@ -5,6 +5,7 @@
 //   rmsnorm    x / sqrt(mean(x^2) + eps) * weight              (never a bias; LLaMA's)
 // eps = 1e-5 for both, as in PyTorch's LayerNorm and nanoGPT.
 
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/config.h"
@@ -19,6 +20,7 @@ class NormImpl : public torch::nn::Module {
       this->bias = register_parameter("bias", torch::zeros({n_embd}));
   }
   torch::Tensor forward(const torch::Tensor& x) {  // (..., C) -> (..., C)
+    RECORD_USER_SCOPE("tinylm::norm");             // a profiler's category (train/step_profile.h)
     if (kind_ == NormKind::kRmsNorm)
       return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
     return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);

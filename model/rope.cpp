@@ -1,5 +1,7 @@
 #include "model/rope.h"
 
+#include <ATen/record_function.h>
+
 #include <cmath>
 #include <stdexcept>
 
@@ -30,6 +32,7 @@ RopeTables rope_tables(int64_t count, int64_t head_size, int64_t first) {
 }
 
 torch::Tensor apply_rope(const torch::Tensor& x, const RopeTables& tables, int64_t first) {
+  RECORD_USER_SCOPE("tinylm::rotary");  // a profiler's category (train/step_profile.h)
   const int64_t T = x.size(-2), half = x.size(-1) / 2;
   torch::Tensor cos, sin;  // (T, hs): cos_full and sin_signed
   if (first + T <= tables.cos.size(0)) {

@@ -22,6 +22,7 @@
 #include "tools/commands.h"
 #include "train/adamw.h"
 #include "train/run_corpus.h"
+#include "train/step_profile.h"
 #include "train/train_step.h"
 
 namespace tinylm {
@@ -109,7 +110,11 @@ struct MatmulRate {
 };
 
 struct TrainingSpeed {
-  double ms_per_step, tokens_per_s, model_gflops, mfu, flops_per_token, batch_draw_ms;
+  double ms_per_step = 0.0, tokens_per_s = 0.0, model_gflops = 0.0, mfu = 0.0;
+  double flops_per_token = 0.0, batch_draw_ms = 0.0;
+  double mfu_fastest = 0.0;  // against the fastest matmul rate measured, in any dtype
+  std::string fastest_dtype;
+  StepProfile profile;  // where a step's time goes
 };
 
 struct SamplingSpeed {
@@ -168,8 +173,17 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
                                           for (int i = 0; i < 100; ++i) next();
                                         }) /
                          100;
-  return {step_s * 1e3,         tokens_per_step / step_s, model_gflops,
-          model_gflops / limit, flops_per_token(model),   batch_s * 1e3};
+  TrainingSpeed speed;
+  speed.ms_per_step = step_s * 1e3;
+  speed.tokens_per_s = tokens_per_step / step_s;
+  speed.model_gflops = model_gflops;
+  speed.mfu = model_gflops / limit;
+  speed.flops_per_token = flops_per_token(model);
+  speed.batch_draw_ms = batch_s * 1e3;
+  spdlog::info("profiling {} steps...", std::min(args.steps, 10));
+  speed.profile = profile_steps([&] { train_step(model, optimizer, t, t.learning_rate, next); },
+                                std::min(args.steps, 10));
+  return speed;
 }
 
 // From a one-token prompt, at batch 1 and batch N, with and without the KV cache.
@@ -189,6 +203,38 @@ std::vector<SamplingSpeed> measure_sampling(GPT& model, const BenchArgs& args) {
     }
   }
   return speeds;
+}
+
+json profile_json(const StepProfile& p) {
+  json categories = json::object(), ops = json::array();
+  for (const auto& [name, ms] : p.categories) categories[name] = ms;
+  for (const ProfiledOp& op : p.ops) {
+    ops.push_back(
+        {{"name", op.name}, {"category", op.category}, {"ms", op.ms}, {"calls", op.calls}});
+  }
+  return {{"ms_per_step", p.total_ms},
+          {"wall_ms_per_step", p.wall_ms},
+          {"categories", categories},
+          {"ops", ops}};
+}
+
+// The profile as two tables: the categories, and the operators that cost most.
+void print_profile(const StepProfile& p) {
+  std::printf(
+      "\nwhere a training step's time goes: the self time of LibTorch's operators under its "
+      "profiler, %.1f ms of %.1f ms wall per step\n\n| category | ms/step | share |\n"
+      "|---|---|---|\n",
+      p.total_ms, p.wall_ms);
+  for (const auto& [name, ms] : p.categories) {
+    std::printf("| %s | %.2f | %.0f%% |\n", name.c_str(), ms,
+                100.0 * ms / std::max(p.total_ms, 1e-9));
+  }
+  std::printf("\n| operator | category | ms/step | calls/step |\n|---|---|---|---|\n");
+  for (size_t i = 0; i < std::min<size_t>(p.ops.size(), 12); ++i) {
+    const ProfiledOp& op = p.ops[i];
+    std::printf("| %s | %s | %.2f | %lld |\n", op.name.c_str(), op.category.c_str(), op.ms,
+                static_cast<long long>(op.calls));
+  }
 }
 
 json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& config,
@@ -213,8 +259,11 @@ json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& c
             {"tokens_per_s", t.tokens_per_s},
             {"model_gflops", t.model_gflops},
             {"mfu", t.mfu},
+            {"mfu_fastest", t.mfu_fastest},
+            {"fastest_dtype", t.fastest_dtype},
             {"flops_per_token", t.flops_per_token},
-            {"batch_draw_ms", t.batch_draw_ms}}},
+            {"batch_draw_ms", t.batch_draw_ms},
+            {"profile", profile_json(t.profile)}}},
           {"sampling", sampling},
           {"memory", {{"peak_rss_mb", r.peak_rss_mb}, {"start_rss_mb", r.start_rss_mb}}}};
 }
@@ -239,8 +288,10 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
   const TrainingSpeed& t = r.training;
   std::printf("| training step (%s) | %.1f ms, %.0f tokens/s |\n", dtype, t.ms_per_step,
               t.tokens_per_s);
-  std::printf("| training model FLOPs | %.1f GFLOP/s = MFU %.0f%% of the %s matmul rate |\n",
-              t.model_gflops, 100.0 * t.mfu, dtype);
+  std::printf(
+      "| training model FLOPs | %.1f GFLOP/s = MFU %.0f%% of the %s matmul rate, %.0f%% of "
+      "the fastest this CPU reached (%s) |\n",
+      t.model_gflops, 100.0 * t.mfu, dtype, 100.0 * t.mfu_fastest, t.fastest_dtype.c_str());
   std::printf("| drawing one batch | %.3f ms |\n", t.batch_draw_ms);
   for (const SamplingSpeed& s : r.sampling) {
     std::printf("| sampling, batch %ld, KV cache %s | %.0f tokens/s |\n",
@@ -248,6 +299,7 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
   }
   std::printf("| peak memory (RSS) | %.0f MB (%.0f MB at start) |\n", r.peak_rss_mb,
               r.start_rss_mb);
+  print_profile(t.profile);
 }
 
 int run_bench(const BenchArgs& args) {
@@ -268,6 +320,11 @@ int run_bench(const BenchArgs& args) {
   model->init_weights(init);
   model->to(device);
   report.training = measure_training(model, config, data, args, limit, device);
+  // MFU against the fastest precision too: the model-shaped rate of whichever dtype was faster.
+  const MatmulRate& fastest =
+      report.matmul[2].gflops > report.matmul[0].gflops ? report.matmul[2] : report.matmul[0];
+  report.training.mfu_fastest = report.training.model_gflops / fastest.gflops;
+  report.training.fastest_dtype = fastest.dtype;
   report.sampling = measure_sampling(model, args);
   report.peak_rss_mb = rss_mb(true);
   if (args.json) {

@@ -1,5 +1,7 @@
 #include "train/adamw.h"
 
+#include <ATen/record_function.h>
+
 #include <ATen/Parallel.h>
 
 #include <cmath>
@@ -41,12 +43,14 @@ AdamW::AdamW(GPT& model, const TrainConfig& config)
 }
 
 double AdamW::clip_grad_norm(double max_norm) {
+  RECORD_USER_SCOPE("tinylm::optimizer");  // a profiler's category (train/step_profile.h)
   const double norm = grads_.norm().item<double>();
   if (std::isfinite(max_norm) && norm > max_norm) grads_.mul_(max_norm / (norm + 1e-6));
   return norm;
 }
 
 void AdamW::step(double lr) {
+  RECORD_USER_SCOPE("tinylm::optimizer");
   if (!params_.is_cpu()) return step_with_operators(lr);
   ++steps_;
   const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);

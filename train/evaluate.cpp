@@ -2,12 +2,15 @@
 
 #include <stdexcept>
 
+#include <ATen/record_function.h>
+
 #include "model/scoped_mode.h"
 #include "model/window_loss.h"
 
 namespace tinylm {
 
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  RECORD_USER_SCOPE("tinylm::loss");  // a profiler's category (train/step_profile.h)
   return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
 }
 

@@ -1,5 +1,7 @@
 #include "model/ops/batched_matmul.h"
 
+#include <ATen/record_function.h>
+
 #include <ATen/Parallel.h>
 
 #include "model/ops/blas.h"
@@ -72,6 +74,7 @@ class BatchedMatmul : public torch::autograd::Function<BatchedMatmul> {
 }  // namespace
 
 torch::Tensor batched_matmul(const torch::Tensor& a, const torch::Tensor& b) {
+  RECORD_USER_SCOPE("tinylm::matmul");  // a profiler's category (train/step_profile.h)
   TORCH_CHECK(a.dim() >= 3 && a.dim() == b.dim(), "batched_matmul: expected equal ranks >= 3");
   std::vector<int64_t> batch(a.sizes().begin(), a.sizes().end() - 2);
   const torch::Tensor a3 = a.reshape({-1, a.size(-2), a.size(-1)});

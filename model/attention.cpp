@@ -6,6 +6,8 @@
 #include <ATen/record_function.h>
 #include <torch/version.h>
 
+#include "model/kernels/causal_attention.h"
+#include "model/kernels/kernel_choice.h"
 #include "model/ops/batched_matmul.h"
 
 namespace tinylm {
@@ -87,8 +89,27 @@ torch::Tensor CausalSelfAttentionImpl::expand_kv(const torch::Tensor& t) const {
   return t.repeat_interleave(n_head_ / n_kv_head_, 1);  // (B, nh, T, hs)
 }
 
+bool CausalSelfAttentionImpl::watched() const {
+  for (const HookPoint* point : {&hook_q, &hook_k, &hook_v, &hook_rot_q, &hook_rot_k, &hook_scores,
+                                 &hook_pattern, &hook_z}) {
+    if (point->has_hooks()) return true;
+  }
+  return false;
+}
+
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, KVCache* cache) {
   const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+  // The fused kernel where nothing needs its intermediates: no hook inside, no cache, no
+  // dropout on the pattern.
+  if (!cache && !watched() && !(is_training() && dropout_ > 0.0) && fused_kernel_takes(x)) {
+    const torch::Tensor qkv = c_attn(x);  // (B, T, C + 2 n_kv hs)
+    torch::Tensor y;                      // (B, T, C)
+    {
+      RECORD_USER_SCOPE("tinylm::attention");
+      y = fused_causal_attention(qkv, n_head_, n_kv_head_, rope_.cos, rope_.sin);
+    }
+    return c_proj(y);
+  }
   Heads h = project(x);
   torch::Tensor q = hook_q(h.q), k = hook_k(h.k), v = hook_v(h.v);
   if (rotary()) {

@@ -8,7 +8,9 @@
 // Hook points (blocks.L.attn.*): hook_q (B, nh, T, hs), hook_k, hook_v (B, n_kv, T, hs),
 // hook_scores and hook_pattern (B, nh, T, Tk), hook_z (B, nh, T, hs); with rotary positions
 // also hook_rot_q and hook_rot_k, q and k after the rotation. Tk = T without a KV cache, the
-// cached positions plus T with one.
+// cached positions plus T with one. On the CPU with no hook inside, no cache and no dropout,
+// the module's forward takes the fused kernel (model/kernels/causal_attention.h), the same
+// numbers without the intermediates.
 
 #include <torch/torch.h>
 
@@ -85,6 +87,9 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
 
   bool rotary() const { return rotary_; }
   const RopeTables& rope() const { return rope_; }
+  // Whether a hook is attached inside the attention (hook_q .. hook_z): then the explicit
+  // path runs, never the fused kernel.
+  bool watched() const;
 
  private:
   int64_t layer_;

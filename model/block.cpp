@@ -2,6 +2,9 @@
 
 #include <ATen/record_function.h>
 
+#include "model/kernels/kernel_choice.h"
+#include "model/kernels/swiglu.h"
+
 namespace tinylm {
 
 MLPImpl::MLPImpl(const ModelConfig& config, const HookScope& scope)
@@ -13,7 +16,12 @@ MLPImpl::MLPImpl(const ModelConfig& config, const HookScope& scope)
 
 torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   torch::Tensor post;  // (B, T, 4C or H)
-  if (gated_) {
+  const bool watched = hook_pre.has_hooks() || hook_pre_linear.has_hooks() || hook_post.has_hooks();
+  if (gated_ && !watched && fused_kernel_takes(x)) {
+    const torch::Tensor gate_up = c_fc(x);  // (B, T, 2H)
+    RECORD_USER_SCOPE("tinylm::activation");
+    post = fused_swiglu(gate_up);
+  } else if (gated_) {
     const auto gate_up = c_fc(x).chunk(2, -1);        // 2 x (B, T, H)
     const torch::Tensor gate = hook_pre(gate_up[0]);  // in this order: the hooks fire in turn
     RECORD_USER_SCOPE("tinylm::activation");          // a profiler's category

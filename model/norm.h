@@ -3,12 +3,15 @@
 // ln_f, names kept whatever the kind):
 //   layernorm  (x - mean) / sqrt(var + eps) * weight + bias   (bias only with model.bias)
 //   rmsnorm    x / sqrt(mean(x^2) + eps) * weight              (never a bias; LLaMA's)
-// eps = 1e-5 for both, as in PyTorch's LayerNorm and nanoGPT.
+// eps = 1e-5 for both, as in PyTorch's LayerNorm and nanoGPT. RMSNorm takes the fused kernel
+// (model/kernels/rms_norm.h) where it can; LayerNorm is one LibTorch operator already.
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "model/config.h"
+#include "model/kernels/kernel_choice.h"
+#include "model/kernels/rms_norm.h"
 
 namespace tinylm {
 
@@ -21,8 +24,10 @@ class NormImpl : public torch::nn::Module {
   }
   torch::Tensor forward(const torch::Tensor& x) {  // (..., C) -> (..., C)
     RECORD_USER_SCOPE("tinylm::norm");             // a profiler's category (train/step_profile.h)
-    if (kind_ == NormKind::kRmsNorm)
+    if (kind_ == NormKind::kRmsNorm) {
+      if (fused_kernel_takes(x)) return fused_rms_norm(x, weight, kEps);
       return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
+    }
     return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);
   }
   // Whether the output is centred (mean 0 before the weight): layernorm yes, rmsnorm no.

@@ -18,6 +18,7 @@
 
 #include "data/batches.h"
 #include "model/generate.h"
+#include "model/kernels/kernel_choice.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/adamw.h"
@@ -111,6 +112,7 @@ struct MatmulRate {
 
 struct TrainingSpeed {
   double ms_per_step = 0.0, tokens_per_s = 0.0, model_gflops = 0.0, mfu = 0.0;
+  double operators_ms_per_step = 0.0;  // the same steps without the fused kernels
   double flops_per_token = 0.0, batch_draw_ms = 0.0;
   double mfu_fastest = 0.0;  // against the fastest matmul rate measured, in any dtype
   std::string fastest_dtype;
@@ -157,14 +159,27 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
   auto batches = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
   const BatchSampler sampler(data.train.tokens, T, t.batch_size, "train");
   const BatchSource next = [&] { return sampler.sample(batches); };
-  const double step_s = median_seconds(
-                            1, args.repeats,
-                            [&] {
-                              for (int i = 0; i < args.steps; ++i)
-                                train_step(model, optimizer, t, t.learning_rate, next);
-                            },
-                            device) /
-                        args.steps;
+  // The fused kernels and the operator path (model/kernels/kernel_choice.h), repeats
+  // alternating so that both see the same machine: the A/B of the kernels in one sitting.
+  std::vector<double> fused_s, operators_s;
+  for (int r = 0; r < args.repeats; ++r) {
+    for (const Kernels choice : {Kernels::kFused, Kernels::kOperators}) {
+      const ScopedKernelChoice scoped(choice);
+      const double s = median_seconds(
+          r == 0 ? 1 : 0, 1,
+          [&] {
+            for (int i = 0; i < args.steps; ++i)
+              train_step(model, optimizer, t, t.learning_rate, next);
+          },
+          device);
+      (choice == Kernels::kFused ? fused_s : operators_s).push_back(s / args.steps);
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double step_s = median(fused_s);
   const double tokens_per_step =
       static_cast<double>(t.batch_size * T * t.gradient_accumulation_steps);
   const double model_gflops = flops_per_token(model) * tokens_per_step / step_s / 1e9;
@@ -175,6 +190,7 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
                          100;
   TrainingSpeed speed;
   speed.ms_per_step = step_s * 1e3;
+  speed.operators_ms_per_step = median(operators_s) * 1e3;
   speed.tokens_per_s = tokens_per_step / step_s;
   speed.model_gflops = model_gflops;
   speed.mfu = model_gflops / limit;
@@ -259,6 +275,7 @@ json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& c
           {"matmul", matmul},
           {"training",
            {{"ms_per_step", t.ms_per_step},
+            {"operators_ms_per_step", t.operators_ms_per_step},
             {"tokens_per_s", t.tokens_per_s},
             {"model_gflops", t.model_gflops},
             {"mfu", t.mfu},
@@ -291,6 +308,10 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
   const TrainingSpeed& t = r.training;
   std::printf("| training step (%s) | %.1f ms, %.0f tokens/s |\n", dtype, t.ms_per_step,
               t.tokens_per_s);
+  std::printf(
+      "| training step (%s), operator path, no fused kernels | %.1f ms: fused/operators "
+      "= %.2f |\n",
+      dtype, t.operators_ms_per_step, t.ms_per_step / t.operators_ms_per_step);
   std::printf(
       "| training model FLOPs | %.1f GFLOP/s = MFU %.0f%% of the %s matmul rate, %.0f%% of "
       "the fastest this CPU reached (%s) |\n",

@@ -126,7 +126,13 @@ std::string category_of_op(const std::string& name) {
     return std::any_of(prefixes.begin(), prefixes.end(),
                        [&](const std::string& p) { return name.rfind(p, 0) == 0; });
   };
-  if (any_prefix(matmul) || name.find("BatchedMatmul") != std::string::npos) return "matmul";
+  const auto contains = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (any_prefix(matmul) || contains("BatchedMatmul")) return "matmul";
+  // The backward nodes of the fused kernels (model/kernels/): no forward operator shares
+  // their sequence number, so they go by their names.
+  if (contains("CppNode") && contains("CausalAttention")) return "attention";
+  if (contains("CppNode") && contains("RmsNorm")) return "norm";
+  if (contains("CppNode") && contains("Swiglu")) return "activation";
   if (name.find("softmax") != std::string::npos && name.find("log_softmax") == std::string::npos) {
     return "attention";
   }

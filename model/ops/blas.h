@@ -2,16 +2,35 @@
 // The Fortran BLAS routines that LibTorch itself links (OpenBLAS here), for the few places
 // that call them directly: column-major, arguments by pointer.
 
+#include <type_traits>
+
 extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
             const float* alpha, const float* a, const int* lda, const float* b, const int* ldb,
             const float* beta, float* c, const int* ldc);
+void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
+            const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
+            const double* beta, double* c, const int* ldc);
 void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, const float* a,
             const int* lda, const float* x, const int* incx, const float* beta, float* y,
             const int* incy);
 }
 
 namespace tinylm {
+
+// Row-major C (m, n) = alpha op(A) op(B) + beta C, op(A) (m, k) and op(B) (k, n); A is
+// stored (k, m) when trans_a, B (k, n) unless trans_b; ld* are row strides. Row-major C is
+// column-major C^T = op(B)^T op(A)^T, hence B first.
+template <class T>
+void gemm_row_major(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, int lda,
+                    const T* b, int ldb, T beta, T* c, int ldc) {
+  const char ta = trans_a ? 'T' : 'N', tb = trans_b ? 'T' : 'N';
+  if constexpr (std::is_same_v<T, float>) {
+    sgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+  } else {
+    dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
+  }
+}
 // Up to this many rows a product with a weight matrix runs as matrix-vector products:
 // sgemm copies ("packs") the whole weight on every call, which at one row costs several
 // times the product itself; from two rows on one sgemm was as fast as a loop of sgemv

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "model/kernels/kernel_choice.h"
 #include "small_model.h"
 #include "train/adamw.h"
 #include "train/step_profile.h"
@@ -52,6 +53,8 @@ TEST(StepProfile, OperatorsAreNamedIntoTheirCategories) {
 }
 
 TEST(StepProfile, SelfTimesPartitionTheProfiledTimeIntoEveryCategory) {
+  // The operator path, where every category has operators of its own.
+  ScopedKernelChoice operators(Kernels::kOperators);
   const StepProfile p =
       profile_of(test::small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"}));
   double sum = 0.0;
@@ -71,6 +74,18 @@ TEST(StepProfile, SelfTimesPartitionTheProfiledTimeIntoEveryCategory) {
     return op.category == "norm" && op.name.find("evaluate_function") != std::string::npos;
   });
   EXPECT_TRUE(backward_norm);
+}
+
+TEST(StepProfile, FusedKernelsCountInTheirCategoriesBackwardToo) {
+  const StepProfile p =
+      profile_of(test::small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"}));
+  for (const auto& [kernel, category] :
+       {std::pair{"RmsNorm", "norm"}, {"Swiglu", "activation"}, {"CausalAttention", "attention"}}) {
+    const bool found = std::any_of(p.ops.begin(), p.ops.end(), [&](const ProfiledOp& op) {
+      return op.name.find(kernel) != std::string::npos && op.category == category;
+    });
+    EXPECT_TRUE(found) << kernel << "'s backward node in " << category;
+  }
 }
 
 TEST(StepProfile, AStepOfMatmulsIsMatmul) {

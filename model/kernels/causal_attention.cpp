@@ -1,0 +1,224 @@
+#include "model/kernels/causal_attention.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "model/kernels/kernel_choice.h"
+#include "model/kernels/row_chunks.h"
+#include "model/ops/blas.h"
+
+namespace tinylm {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+// The layout of one token's row of qkv: n_head query heads, then n_kv key heads, then n_kv
+// value heads, hs wide each.
+struct Layout {
+  int64_t B, T, n_head, n_kv, hs;
+  int64_t width() const { return (n_head + 2 * n_kv) * hs; }
+  int64_t C() const { return n_head * hs; }
+  int64_t k_offset(int64_t h) const { return (n_head + h) * hs; }
+  int64_t v_offset(int64_t h) const { return (n_head + n_kv + h) * hs; }
+};
+
+// Rotates (sign = +1) or rotates back (sign = -1, the transpose: the gradient) the query and
+// key heads of rows [begin, end) of (B T, width) from `in` into `out`; values are copied.
+// Position of row n: n mod T.
+template <class T>
+TINYLM_CPU_CLONES void rotate_rows(const T* in, T* out, const T* cos, const T* sin, Layout l,
+                                   T sign, int64_t begin, int64_t end) {
+  const int64_t half = l.hs / 2, W = l.width(), rotated = (l.n_head + l.n_kv) * l.hs;
+  for (int64_t n = begin; n < end; ++n) {
+    const T* c = cos + (n % l.T) * half;
+    const T* s = sin + (n % l.T) * half;
+    const T* x = in + n * W;
+    T* y = out + n * W;
+    for (int64_t head = 0; head < rotated; head += l.hs) {
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const T x1 = x[head + i], x2 = x[head + half + i];
+        y[head + i] = x1 * c[i] - sign * x2 * s[i];
+        y[head + half + i] = x2 * c[i] + sign * x1 * s[i];
+      }
+    }
+    for (int64_t i = rotated; i < W; ++i) y[i] = x[i];
+  }
+}
+
+// Row i of S (T, T) in place: softmax over j <= i, zeros after.
+template <class T>
+TINYLM_CPU_CLONES void causal_softmax_rows(T* S, int64_t Tn) {
+  for (int64_t i = 0; i < Tn; ++i) {
+    T* row = S + i * Tn;
+    T max = row[0];
+    for (int64_t j = 1; j <= i; ++j) max = std::max(max, row[j]);
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j <= i; ++j) {
+      row[j] = std::exp(row[j] - max);
+      sum += row[j];
+    }
+    const T inv = T(1) / sum;
+#pragma omp simd
+    for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+    for (int64_t j = i + 1; j < Tn; ++j) row[j] = 0;
+  }
+}
+
+// dP (T, T) in place -> dS = P (dP - rowsum(P dP)) scale, zero where P is masked.
+template <class T>
+TINYLM_CPU_CLONES void softmax_backward_rows(const T* P, T* dP, int64_t Tn, T scale) {
+  for (int64_t i = 0; i < Tn; ++i) {
+    const T* p = P + i * Tn;
+    T* d = dP + i * Tn;
+    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j <= i; ++j) dot += p[j] * d[j];
+#pragma omp simd
+    for (int64_t j = 0; j <= i; ++j) d[j] = p[j] * (d[j] - dot) * scale;
+    for (int64_t j = i + 1; j < Tn; ++j) d[j] = 0;
+  }
+}
+
+template <class T>
+void rotate(const at::Tensor& in, at::Tensor& out, const at::Tensor& cos, const at::Tensor& sin,
+            const Layout& l, T sign) {
+  const T *ip = in.data_ptr<T>(), *cp = cos.data_ptr<T>(), *sp = sin.data_ptr<T>();
+  T* op = out.data_ptr<T>();
+  at::parallel_for(0, l.B * l.T, kRowGrain, [&](int64_t begin, int64_t end) {
+    rotate_rows(ip, op, cp, sp, l, sign, begin, end);
+  });
+}
+
+// Per (batch, kv head) task: its query heads' patterns (B, nh, T, T) and outputs y (B, T, C).
+template <class T>
+void attend(const T* qkv, T* pattern, T* y, const Layout& l) {
+  const int group = static_cast<int>(l.n_head / l.n_kv), Tn = static_cast<int>(l.T),
+            hs = static_cast<int>(l.hs), W = static_cast<int>(l.width()),
+            C = static_cast<int>(l.C());
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+  at::parallel_for(0, l.B * l.n_kv, 1, [&](int64_t first, int64_t last) {
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t b = task / l.n_kv, g = task % l.n_kv;
+      const T* rows = qkv + b * l.T * W;
+      const T *K = rows + l.k_offset(g), *V = rows + l.v_offset(g);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        T* P = pattern + (b * l.n_head + h) * l.T * l.T;
+        gemm_row_major<T>(false, true, Tn, Tn, hs, scale, rows + h * hs, W, K, W, 0, P, Tn);
+        causal_softmax_rows(P, l.T);
+        gemm_row_major<T>(false, false, Tn, hs, Tn, 1, P, Tn, V, W, 0, y + b * l.T * C + h * hs, C);
+      }
+    }
+  });
+}
+
+// The gradients of q, k and v (rotated), written into d_qkv (B, T, width).
+template <class T>
+void attend_backward(const T* qkv, const T* pattern, const T* grad_y, T* d_qkv, const Layout& l) {
+  const int group = static_cast<int>(l.n_head / l.n_kv), Tn = static_cast<int>(l.T),
+            hs = static_cast<int>(l.hs), W = static_cast<int>(l.width()),
+            C = static_cast<int>(l.C());
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+  at::parallel_for(0, l.B * l.n_kv, 1, [&](int64_t first, int64_t last) {
+    std::vector<T> dS(static_cast<size_t>(l.T * l.T));  // (T, T): dP, then dS in place
+    for (int64_t task = first; task < last; ++task) {
+      const int64_t b = task / l.n_kv, g = task % l.n_kv;
+      const T* rows = qkv + b * l.T * W;
+      T* d_rows = d_qkv + b * l.T * W;
+      const T *K = rows + l.k_offset(g), *V = rows + l.v_offset(g);
+      T *dK = d_rows + l.k_offset(g), *dV = d_rows + l.v_offset(g);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        const T* P = pattern + (b * l.n_head + h) * l.T * l.T;
+        const T* dO = grad_y + b * l.T * C + h * hs;
+        const T beta = h == g * group ? 0 : 1;  // the group's first head starts dK and dV
+        gemm_row_major<T>(true, false, Tn, hs, Tn, 1, P, Tn, dO, C, beta, dV, W);
+        gemm_row_major<T>(false, true, Tn, Tn, hs, 1, dO, C, V, W, 0, dS.data(), Tn);
+        softmax_backward_rows(P, dS.data(), l.T, scale);
+        gemm_row_major<T>(false, false, Tn, hs, Tn, 1, dS.data(), Tn, K, W, 0, d_rows + h * hs, W);
+        gemm_row_major<T>(true, false, Tn, hs, Tn, 1, dS.data(), Tn, rows + h * hs, W, beta, dK, W);
+      }
+    }
+  });
+}
+
+class CausalAttention : public torch::autograd::Function<CausalAttention> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, int64_t n_head,
+                            int64_t n_kv, const at::Tensor& cos_in, const at::Tensor& sin_in) {
+    const at::Tensor qkv = qkv_in.contiguous();
+    const int64_t B = qkv.size(0), T = qkv.size(1), hs = qkv.size(2) / (n_head + 2 * n_kv);
+    const Layout l{B, T, n_head, n_kv, hs};
+    const bool rotary = cos_in.numel() > 0;
+    at::Tensor cos, sin, rotated = qkv;  // (B, T, width): q and k rotated
+    if (rotary) {
+      cos = cos_in.slice(0, 0, T).to(qkv.scalar_type()).contiguous();
+      sin = sin_in.slice(0, 0, T).to(qkv.scalar_type()).contiguous();
+      rotated = at::empty_like(qkv);
+    }
+    at::Tensor pattern = at::empty({B, n_head, T, T}, qkv.options());
+    at::Tensor y = at::empty({B, T, n_head * hs}, qkv.options());
+    AT_DISPATCH_FLOATING_TYPES(qkv.scalar_type(), "fused_causal_attention", [&] {
+      if (rotary) rotate<scalar_t>(qkv, rotated, cos, sin, l, 1);
+      attend(rotated.data_ptr<scalar_t>(), pattern.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), l);
+    });
+    ctx->saved_data["n_head"] = n_head;
+    ctx->saved_data["n_kv"] = n_kv;
+    ctx->saved_data["rotated"] = rotated;
+    ctx->saved_data["pattern"] = pattern;
+    ctx->saved_data["cos"] = cos;
+    ctx->saved_data["sin"] = sin;
+    ctx->saved_data["dtype"] = qkv_in.scalar_type();
+    return y;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const at::Tensor rotated = ctx->saved_data["rotated"].toTensor();
+    const at::Tensor pattern = ctx->saved_data["pattern"].toTensor();
+    const at::Tensor cos = ctx->saved_data["cos"].toTensor();
+    const at::Tensor sin = ctx->saved_data["sin"].toTensor();
+    const int64_t n_head = ctx->saved_data["n_head"].toInt();
+    const int64_t n_kv = ctx->saved_data["n_kv"].toInt();
+    const int64_t B = rotated.size(0), T = rotated.size(1);
+    const Layout l{B, T, n_head, n_kv, rotated.size(2) / (n_head + 2 * n_kv)};
+    const at::Tensor grad_y = grads[0].to(rotated.scalar_type()).contiguous();
+    at::Tensor d_rotated = at::empty_like(rotated);
+    at::Tensor d_qkv = d_rotated;
+    AT_DISPATCH_FLOATING_TYPES(rotated.scalar_type(), "fused_causal_attention_backward", [&] {
+      attend_backward(rotated.data_ptr<scalar_t>(), pattern.data_ptr<scalar_t>(),
+                      grad_y.data_ptr<scalar_t>(), d_rotated.data_ptr<scalar_t>(), l);
+      if (cos.numel() > 0) {
+        d_qkv = at::empty_like(d_rotated);
+        rotate<scalar_t>(d_rotated, d_qkv, cos, sin, l, -1);
+      }
+    });
+    return {d_qkv.to(ctx->saved_data["dtype"].toScalarType()), at::Tensor(), at::Tensor(),
+            at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head,
+                                  const at::Tensor& cos, const at::Tensor& sin) {
+  TORCH_CHECK(qkv.dim() == 3, "fused_causal_attention: qkv must be (B, T, width), got ",
+              qkv.sizes());
+  TORCH_CHECK(
+      n_kv_head > 0 && n_head % n_kv_head == 0 && qkv.size(2) % (n_head + 2 * n_kv_head) == 0,
+      "fused_causal_attention: width ", qkv.size(2), " is not (", n_head, " + 2 x ", n_kv_head,
+      ") heads");
+  TORCH_CHECK(!cos.defined() || (cos.size(0) >= qkv.size(1) && sin.sizes() == cos.sizes()),
+              "fused_causal_attention: rotary tables shorter than the sequence");
+  // Autograd's inputs must be defined tensors: no rotation is passed as empty tables.
+  const at::Tensor none = at::empty({0}, qkv.options());
+  return CausalAttention::apply(fused_kernel_input(qkv), n_head, n_kv_head,
+                                cos.defined() ? cos : none, sin.defined() ? sin : none);
+}
+
+}  // namespace tinylm

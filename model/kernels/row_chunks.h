@@ -1,0 +1,38 @@
+#pragma once
+// What the fused kernels share: how rows are split over threads, and the per-instruction-set
+// clones of their loops.
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdint>
+
+// The compiler builds each marked loop for AVX-512, AVX2 and plain x86-64, and the loader
+// picks the one this CPU runs (GCC's function multi-versioning): one binary, every machine.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TINYLM_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TINYLM_CPU_CLONES
+#endif
+
+namespace tinylm {
+
+// Rows per task of at::parallel_for: enough work to outweigh handing it to a thread.
+inline constexpr int64_t kRowGrain = 16;
+
+// N rows cut into a fixed number of contiguous chunks, one per thread at most. For sums over
+// rows: each chunk adds into its own partial, and the partials are added in chunk order, so
+// the result is the same whichever thread ran which chunk.
+struct RowChunks {
+  explicit RowChunks(int64_t rows)
+      : rows(rows),
+        count(std::max<int64_t>(
+            1, std::min<int64_t>(at::get_num_threads(), (rows + kRowGrain - 1) / kRowGrain))) {}
+  int64_t begin(int64_t i) const { return rows * i / count; }
+  int64_t end(int64_t i) const { return rows * (i + 1) / count; }
+
+  int64_t rows;
+  int64_t count;
+};
+
+}  // namespace tinylm

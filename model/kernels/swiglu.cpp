@@ -1,0 +1,89 @@
+#include "model/kernels/swiglu.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+
+#include "model/kernels/kernel_choice.h"
+#include "model/kernels/row_chunks.h"
+
+namespace tinylm {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::tensor_list;
+
+template <class T>
+TINYLM_CPU_CLONES void swiglu_rows(const T* gate_up, T* y, int64_t H, int64_t begin, int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    const T* g = gate_up + n * 2 * H;
+    const T* u = g + H;
+    T* yr = y + n * H;
+#pragma omp simd
+    for (int64_t i = 0; i < H; ++i) yr[i] = g[i] / (T(1) + std::exp(-g[i])) * u[i];
+  }
+}
+
+template <class T>
+TINYLM_CPU_CLONES void swiglu_backward_rows(const T* grad, const T* gate_up, T* d_gate_up,
+                                            int64_t H, int64_t begin, int64_t end) {
+  for (int64_t n = begin; n < end; ++n) {
+    const T* gy = grad + n * H;
+    const T* g = gate_up + n * 2 * H;
+    const T* u = g + H;
+    T* dg = d_gate_up + n * 2 * H;
+    T* du = dg + H;
+#pragma omp simd
+    for (int64_t i = 0; i < H; ++i) {
+      const T s = T(1) / (T(1) + std::exp(-g[i]));
+      du[i] = gy[i] * g[i] * s;
+      dg[i] = gy[i] * u[i] * s * (T(1) + g[i] * (T(1) - s));
+    }
+  }
+}
+
+class Swiglu : public torch::autograd::Function<Swiglu> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& gate_up_in) {
+    const at::Tensor gate_up = gate_up_in.contiguous();
+    const int64_t H = gate_up.size(-1) / 2, N = gate_up.numel() / (2 * H);
+    std::vector<int64_t> shape = gate_up.sizes().vec();
+    shape.back() = H;
+    at::Tensor y = at::empty(shape, gate_up.options());
+    AT_DISPATCH_FLOATING_TYPES(gate_up.scalar_type(), "fused_swiglu", [&] {
+      const scalar_t* in = gate_up.data_ptr<scalar_t>();
+      scalar_t* out = y.data_ptr<scalar_t>();
+      at::parallel_for(0, N, kRowGrain,
+                       [&](int64_t begin, int64_t end) { swiglu_rows(in, out, H, begin, end); });
+    });
+    ctx->save_for_backward({gate_up});
+    return y;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    const at::Tensor gate_up = ctx->get_saved_variables()[0];
+    const at::Tensor g = grads[0].to(gate_up.scalar_type()).contiguous();
+    const int64_t H = gate_up.size(-1) / 2, N = gate_up.numel() / (2 * H);
+    at::Tensor d = at::empty_like(gate_up);
+    AT_DISPATCH_FLOATING_TYPES(gate_up.scalar_type(), "fused_swiglu_backward", [&] {
+      const scalar_t *gp = g.data_ptr<scalar_t>(), *in = gate_up.data_ptr<scalar_t>();
+      scalar_t* out = d.data_ptr<scalar_t>();
+      at::parallel_for(0, N, kRowGrain, [&](int64_t begin, int64_t end) {
+        swiglu_backward_rows(gp, in, out, H, begin, end);
+      });
+    });
+    return {d};
+  }
+};
+
+}  // namespace
+
+at::Tensor fused_swiglu(const at::Tensor& gate_up) {
+  TORCH_CHECK(gate_up.size(-1) % 2 == 0, "fused_swiglu: the last dimension ", gate_up.size(-1),
+              " is not [gate; up]");
+  return Swiglu::apply(fused_kernel_input(gate_up));
+}
+
+}  // namespace tinylm

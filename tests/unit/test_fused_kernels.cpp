@@ -1,0 +1,306 @@
+// The fused CPU kernels (model/kernels/) against three references: the operator path they
+// replace (values and gradients, float32), finite differences (float64), and PyTorch itself
+// (tests/kernels_reference.py on Debian's python3-torch). Then the modules: the same loss and
+// gradients either way, and hooks that force the explicit path.
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <functional>
+
+#include "model/attention.h"
+#include "model/kernels/causal_attention.h"
+#include "model/kernels/kernel_choice.h"
+#include "model/kernels/rms_norm.h"
+#include "model/kernels/swiglu.h"
+#include "model/rope.h"
+#include "small_model.h"
+#include "train/evaluate.h"
+#include "train/safetensors.h"
+
+namespace tinylm {
+namespace {
+
+using Inputs = std::vector<torch::Tensor>;
+using Kernel = std::function<torch::Tensor(const Inputs&)>;
+
+// The kernel's output and the gradients of sum(output * probe) with respect to every input.
+struct Evaluated {
+  torch::Tensor out;
+  std::vector<torch::Tensor> grads;
+};
+
+Evaluated evaluate(const Kernel& f, const Inputs& inputs_in, const torch::Tensor& probe) {
+  Inputs inputs;
+  for (const auto& x : inputs_in) inputs.push_back(x.detach().clone().requires_grad_(true));
+  Evaluated e;
+  e.out = f(inputs);
+  e.grads = torch::autograd::grad({(e.out * probe).sum()}, inputs);
+  e.out = e.out.detach();
+  return e;
+}
+
+// Relative to the reference's largest magnitude: float32's rounding scales with the values.
+double relative_diff(const torch::Tensor& a, const torch::Tensor& ref) {
+  return test::max_abs_diff(a, ref) / std::max(1e-30, ref.abs().max().item<double>());
+}
+
+void expect_same(const Evaluated& ours, const Evaluated& ref, double tol) {
+  EXPECT_LT(relative_diff(ours.out, ref.out), tol) << "output";
+  ASSERT_EQ(ours.grads.size(), ref.grads.size());
+  for (size_t i = 0; i < ours.grads.size(); ++i)
+    EXPECT_LT(relative_diff(ours.grads[i], ref.grads[i]), tol) << "gradient of input " << i;
+}
+
+// Central differences in float64 along random directions, against the autograd gradient.
+void expect_finite_differences(const Kernel& f, const Inputs& inputs, uint64_t seed) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(seed);
+  const torch::Tensor probe = torch::randn(f(inputs).sizes(), rng, torch::kFloat64);
+  const Evaluated e = evaluate(f, inputs, probe);
+  const double eps = 1e-6;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (int trial = 0; trial < 3; ++trial) {
+      const torch::Tensor d = torch::randn(inputs[i].sizes(), rng, torch::kFloat64);
+      Inputs plus = inputs, minus = inputs;
+      plus[i] = inputs[i] + eps * d;
+      minus[i] = inputs[i] - eps * d;
+      const double numeric =
+          ((f(plus) * probe).sum().item<double>() - (f(minus) * probe).sum().item<double>()) /
+          (2 * eps);
+      const double analytic = (e.grads[i] * d).sum().item<double>();
+      EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::abs(numeric)))
+          << "input " << i << ", direction " << trial;
+    }
+  }
+}
+
+Inputs random_inputs(const std::vector<std::vector<int64_t>>& shapes, torch::Dtype dtype,
+                     uint64_t seed) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(seed);
+  Inputs inputs;
+  for (const auto& shape : shapes) inputs.push_back(torch::randn(shape, rng, dtype));
+  return inputs;
+}
+
+torch::Tensor probe_for(const torch::Tensor& out, uint64_t seed) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(seed);
+  return torch::randn(out.sizes(), rng, out.scalar_type());
+}
+
+// ---- RMSNorm ----
+
+const Kernel kRmsFused = [](const Inputs& in) { return fused_rms_norm(in[0], in[1], 1e-5); };
+const Kernel kRmsOperators = [](const Inputs& in) {
+  return in[0] * torch::rsqrt(in[0].square().mean(-1, true) + 1e-5) * in[1];
+};
+
+TEST(FusedKernels, RmsNormEqualsOperatorsInValueAndGradient) {
+  for (const int64_t C : {16, 37, 128}) {  // 37: no vector width divides it
+    const Inputs in = random_inputs({{3, 21, C}, {C}}, torch::kFloat32, 1);
+    const torch::Tensor probe = probe_for(kRmsOperators(in), 2);
+    expect_same(evaluate(kRmsFused, in, probe), evaluate(kRmsOperators, in, probe), 2e-6);
+  }
+}
+
+TEST(FusedKernels, RmsNormPassesFiniteDifferences) {
+  expect_finite_differences(kRmsFused, random_inputs({{4, 5, 13}, {13}}, torch::kFloat64, 3), 4);
+}
+
+// ---- SwiGLU ----
+
+const Kernel kSwigluFused = [](const Inputs& in) { return fused_swiglu(in[0]); };
+const Kernel kSwigluOperators = [](const Inputs& in) {
+  const auto gate_up = in[0].chunk(2, -1);
+  return torch::silu(gate_up[0]) * gate_up[1];
+};
+
+TEST(FusedKernels, SwigluEqualsOperatorsInValueAndGradient) {
+  for (const int64_t H : {8, 43, 344}) {
+    const Inputs in = random_inputs({{2, 19, 2 * H}}, torch::kFloat32, 5);
+    const torch::Tensor probe = probe_for(kSwigluOperators(in), 6);
+    expect_same(evaluate(kSwigluFused, in, probe), evaluate(kSwigluOperators, in, probe), 2e-6);
+  }
+}
+
+TEST(FusedKernels, SwigluPassesFiniteDifferences) {
+  expect_finite_differences(kSwigluFused, random_inputs({{3, 4, 22}}, torch::kFloat64, 7), 8);
+}
+
+// ---- causal attention ----
+
+struct AttentionShape {
+  int64_t n_head, n_kv, hs;
+  bool rotary;
+};
+
+// The operator path on the same qkv: split, heads, rotation, attention(), heads joined.
+Kernel attention_operators(const AttentionShape& s, const RopeTables& tables) {
+  return [s, tables](const Inputs& in) {
+    const torch::Tensor& qkv = in[0];
+    const int64_t B = qkv.size(0), T = qkv.size(1), hs = s.hs;
+    const auto parts = qkv.split_with_sizes({s.n_head * hs, s.n_kv * hs, s.n_kv * hs}, 2);
+    const auto heads = [&](const torch::Tensor& t, int64_t n) {
+      return t.view({B, T, n, hs}).transpose(1, 2);
+    };
+    torch::Tensor q = heads(parts[0], s.n_head), k = heads(parts[1], s.n_kv),
+                  v = heads(parts[2], s.n_kv);
+    if (s.rotary) {
+      RopeTables t = tables;
+      t.cos_full = t.cos_full.to(qkv.scalar_type());
+      t.sin_signed = t.sin_signed.to(qkv.scalar_type());
+      q = apply_rope(q, t), k = apply_rope(k, t);
+    }
+    k = k.repeat_interleave(s.n_head / s.n_kv, 1), v = v.repeat_interleave(s.n_head / s.n_kv, 1);
+    const torch::Tensor z = attention(q, k, v, /*causal=*/true).z;  // (B, nh, T, hs)
+    return z.transpose(1, 2).reshape({B, T, s.n_head * hs});
+  };
+}
+
+Kernel attention_fused(const AttentionShape& s, const RopeTables& tables) {
+  return [s, tables](const Inputs& in) {
+    const auto type = in[0].scalar_type();
+    return fused_causal_attention(in[0], s.n_head, s.n_kv,
+                                  s.rotary ? tables.cos.to(type) : torch::Tensor(),
+                                  s.rotary ? tables.sin.to(type) : torch::Tensor());
+  };
+}
+
+TEST(FusedKernels, CausalAttentionEqualsOperatorsInValueAndGradient) {
+  for (const AttentionShape s : {AttentionShape{4, 4, 32, true}, AttentionShape{4, 2, 8, true},
+                                 AttentionShape{3, 1, 6, false}, AttentionShape{2, 2, 16, false}}) {
+    const int64_t T = 23, width = (s.n_head + 2 * s.n_kv) * s.hs;
+    const RopeTables tables = rope_tables(32, s.hs);  // longer than T, as a model's are
+    const Inputs in = random_inputs({{3, T, width}}, torch::kFloat32, 9);
+    const torch::Tensor probe = probe_for(attention_operators(s, tables)(in), 10);
+    SCOPED_TRACE("n_head " + std::to_string(s.n_head) + ", n_kv " + std::to_string(s.n_kv) +
+                 (s.rotary ? ", rotary" : ""));
+    expect_same(evaluate(attention_fused(s, tables), in, probe),
+                evaluate(attention_operators(s, tables), in, probe), 2e-6);
+  }
+}
+
+TEST(FusedKernels, CausalAttentionPassesFiniteDifferences) {
+  for (const AttentionShape s : {AttentionShape{2, 1, 4, true}, AttentionShape{2, 2, 6, false}}) {
+    const RopeTables tables = rope_tables(9, s.hs);
+    expect_finite_differences(
+        attention_fused(s, tables),
+        random_inputs({{2, 7, (s.n_head + 2 * s.n_kv) * s.hs}}, torch::kFloat64, 11), 12);
+  }
+}
+
+TEST(FusedKernels, CausalAttentionIsCausal) {
+  // Changing the last position's q, k and v changes no earlier output.
+  const AttentionShape s{2, 2, 8, true};
+  const RopeTables tables = rope_tables(8, s.hs);
+  Inputs in = random_inputs({{1, 8, 6 * 8}}, torch::kFloat32, 13);
+  const torch::Tensor before = attention_fused(s, tables)(in);
+  in[0][0][7].add_(1.0);
+  const torch::Tensor after = attention_fused(s, tables)(in);
+  EXPECT_TRUE(torch::equal(before.slice(1, 0, 7), after.slice(1, 0, 7)));
+  EXPECT_FALSE(torch::equal(before[0][7], after[0][7]));
+}
+
+// ---- the modules ----
+
+// Loss and every parameter's gradient of one forward and backward, under `kernels`.
+std::pair<double, std::vector<torch::Tensor>> loss_and_grads(GPT& model, Kernels kernels,
+                                                             const torch::Tensor& tokens) {
+  ScopedKernelChoice choice(kernels);
+  model->zero_grad();
+  const torch::Tensor x = tokens.slice(1, 0, -1), y = tokens.slice(1, 1);
+  const torch::Tensor loss = next_token_loss(model->forward(x), y);
+  loss.backward();
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : model->parameters()) grads.push_back(p.grad().clone());
+  return {loss.item<double>(), grads};
+}
+
+TEST(FusedKernels, ModelLossAndGradientsEqualTheOperatorPath) {
+  for (const std::vector<std::string>& changes :
+       {std::vector<std::string>{"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"},
+        {"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu", "n_kv_head=1"},
+        {"pos_encoding=learned", "norm=layernorm", "mlp=gelu"}}) {
+    GPT model = test::random_model(test::small_config(changes));
+    model->train();  // dropout 0: training takes the kernels too
+    const torch::Tensor tokens = torch::randint(11, {3, 9}, torch::kInt64);
+    const auto fused = loss_and_grads(model, Kernels::kFused, tokens);
+    const auto operators = loss_and_grads(model, Kernels::kOperators, tokens);
+    EXPECT_NEAR(fused.first, operators.first, 1e-6 * std::abs(operators.first));
+    for (size_t i = 0; i < fused.second.size(); ++i)
+      EXPECT_LT(relative_diff(fused.second[i], operators.second[i]), 1e-5) << "parameter " << i;
+  }
+}
+
+TEST(FusedKernels, AHookInsideAttentionTakesTheExplicitPath) {
+  GPT model = test::random_model(test::small_config({"pos_encoding=rope"}));
+  const torch::Tensor tokens = test::some_tokens();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor plain = model->forward(tokens);
+  int calls = 0;
+  {
+    // A reading hook fires, and sees the pattern; the logits stay the fused path's.
+    HookHandle reading = model->hook_point("blocks.1.attn.hook_pattern")
+                             .add([&](const torch::Tensor& p, const std::string&) {
+                               ++calls;
+                               EXPECT_EQ(p.sizes(), (std::vector<int64_t>{2, 2, 6, 6}));
+                               return p;
+                             });
+    EXPECT_LT(test::max_abs_diff(model->forward(tokens), plain), 1e-5);
+    EXPECT_EQ(calls, 1);
+  }
+  // A replacing hook changes what flows on, as the operator path with the same hook does.
+  const auto uniform = [](const torch::Tensor& p, const std::string&) {
+    return torch::tril(torch::ones_like(p)) / torch::tril(torch::ones_like(p)).sum(-1, true);
+  };
+  HookHandle replacing = model->hook_point("blocks.0.attn.hook_pattern").add(uniform);
+  const torch::Tensor replaced = model->forward(tokens);
+  EXPECT_GT(test::max_abs_diff(replaced, plain), 1e-3);
+  ScopedKernelChoice operators(Kernels::kOperators);
+  EXPECT_LT(test::max_abs_diff(model->forward(tokens), replaced), 1e-6);
+}
+
+TEST(FusedKernels, AHookInsideTheMlpTakesTheExplicitPath) {
+  GPT model = test::random_model(test::small_config({"mlp=swiglu"}));
+  torch::NoGradGuard no_grad;
+  const torch::Tensor plain = model->forward(test::some_tokens());
+  HookHandle zero_up =
+      model->hook_point("blocks.0.mlp.hook_pre_linear")
+          .add([](const torch::Tensor& u, const std::string&) { return torch::zeros_like(u); });
+  EXPECT_GT(test::max_abs_diff(model->forward(test::some_tokens()), plain), 1e-3);
+}
+
+// ---- PyTorch ----
+
+TEST(FusedKernels, EqualPyTorchInValueAndGradient) {
+  // Inputs, our outputs and gradients go to a file; PyTorch recomputes them in float64 from
+  // its own operators and autograd and compares.
+  test::TempDir dir;
+  NamedTensors tensors;
+  const auto record = [&](const std::string& name, const Kernel& f, const Inputs& in) {
+    const torch::Tensor probe = probe_for(f(in), 21);
+    const Evaluated e = evaluate(f, in, probe);
+    for (size_t i = 0; i < in.size(); ++i) {
+      tensors.emplace_back(name + ".in" + std::to_string(i), in[i]);
+      tensors.emplace_back(name + ".grad" + std::to_string(i), e.grads[i]);
+    }
+    tensors.emplace_back(name + ".probe", probe);
+    tensors.emplace_back(name + ".out", e.out);
+  };
+  record("rms_norm", kRmsFused, random_inputs({{4, 9, 40}, {40}}, torch::kFloat32, 22));
+  record("swiglu", kSwigluFused, random_inputs({{4, 9, 2 * 40}}, torch::kFloat32, 23));
+  const AttentionShape s{4, 2, 16, true};
+  const RopeTables tables = rope_tables(16, s.hs);
+  record("attention", attention_fused(s, tables),
+         random_inputs({{3, 12, (s.n_head + 2 * s.n_kv) * s.hs}}, torch::kFloat32, 24));
+  tensors.emplace_back("attention.cos", tables.cos);
+  tensors.emplace_back("attention.sin", tables.sin);
+  save_safetensors(dir / "kernels.safetensors", tensors,
+                   {{"n_head", std::to_string(s.n_head)}, {"n_kv", std::to_string(s.n_kv)}});
+  const test::CommandResult result = test::run_command(
+      "/usr/bin/python3 " + (test::source_dir() / "tests/kernels_reference.py").string() + " " +
+      (dir / "kernels.safetensors").string() + " 2>&1");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -23,6 +23,7 @@
 #include "tools/commands.h"
 #include "train/adamw.h"
 #include "train/run_corpus.h"
+#include "train/precision.h"
 #include "train/step_profile.h"
 #include "train/train_step.h"
 
@@ -336,6 +337,10 @@ int run_bench(const BenchArgs& args) {
   data_options.progress = false;
   const RunData data = load_run_data(config, data_options);
   config.model.vocab_size = data.tokenizer->vocab_size();
+  // The precision training would choose here (train.dtype = "auto" by default).
+  const PrecisionChoice precision = choose_precision(config.train.dtype, device, cpu_flags());
+  config.train.dtype = precision.dtype;
+  spdlog::info("precision: {} matmuls ({})", name_of(precision.dtype), precision.reason);
   report.matmul = measure_matmul(config, args.repeats, device);
   // The limit for MFU: the model-shaped rate in the training dtype.
   const double limit = report.matmul[config.train.dtype == Dtype::kBfloat16 ? 2 : 0].gflops;

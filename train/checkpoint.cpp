@@ -193,6 +193,7 @@ void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokeniz
       {"metrics_bytes", state.metrics_bytes},
       {"threads", state.threads},
       {"world_size", state.world_size},
+      {"precision", {{"dtype", state.dtype}, {"reason", state.dtype_reason}}},
       // Dropout needs no saved state: it is seeded from (seed, step, rank) at every step.
       {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng}}},
       {"data", {{"epoch", state.epoch.epoch}, {"epoch_position", state.epoch.position}}},
@@ -257,6 +258,10 @@ TrainingState load_training_state(const fs::path& dir) {
     s.train_rng = doc.at("rng").at("train_batches").get<std::string>();
     s.eval_rng = doc.at("rng").at("eval_batches").get<std::string>();
     s.world_size = doc.value("world_size", int64_t{1});
+    if (doc.contains("precision")) {  // runs from before train.dtype = "auto" have none
+      s.dtype = doc.at("precision").at("dtype").get<std::string>();
+      s.dtype_reason = doc.at("precision").at("reason").get<std::string>();
+    }
     if (doc.contains("data")) {  // runs from before epoch sampling have none
       s.epoch.epoch = doc.at("data").at("epoch").get<int64_t>();
       s.epoch.position = doc.at("data").at("epoch_position").get<int64_t>();

@@ -33,6 +33,8 @@ struct TrainingState {
   std::string train_rng;   // generator states, hex
   std::string eval_rng;
   EpochPosition epoch;  // where epoch sampling stands (data.sampling = "epoch")
+  std::string dtype;    // the matmuls' precision as chosen (train/precision.h); "" before
+  std::string dtype_reason;
 };
 
 struct LoadedRun {

@@ -146,7 +146,8 @@ std::vector<ConfigKey<TrainConfig>> train_keys() {
       key("log_interval", &T::log_interval, at_least(1), "steps between log lines"),
       key("seed", &T::seed, at_least(0), "init, batches, dropout and the probe"),
       key("dtype", &T::dtype, anything(),
-          "precision of the matmuls (autocast); weights and AdamW stay float32"),
+          "precision of the matmuls (autocast); auto = bfloat16 where the CPU has AMX-BF16 or "
+          "AVX512-BF16 or on CUDA, else float32; weights and AdamW stay float32"),
       key("device", &T::device, rule("cpu, cuda or cuda:N", is_device),
           "where the model, batches and AdamW state live (--device)"),
       key("dist_timeout_s", &T::dist_timeout_s, above(0),

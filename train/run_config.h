@@ -17,7 +17,7 @@ enum class DataSource { kFile, kInduction };  // a text corpus | data/induction_
 enum class TokenizerKind { kChar, kByte, kSentencePiece };
 enum class SentencePieceModel { kBpe, kUnigram };
 enum class Sampling { kRandom, kEpoch };  // uniform windows | every window once per epoch
-enum class Dtype { kFloat32, kBfloat16 };
+enum class Dtype { kAuto, kFloat32, kBfloat16 };
 
 constexpr std::array<const char*, 2> enum_names(DataSource) { return {"file", "induction"}; }
 constexpr std::array<const char*, 3> enum_names(TokenizerKind) {
@@ -25,7 +25,7 @@ constexpr std::array<const char*, 3> enum_names(TokenizerKind) {
 }
 constexpr std::array<const char*, 2> enum_names(SentencePieceModel) { return {"bpe", "unigram"}; }
 constexpr std::array<const char*, 2> enum_names(Sampling) { return {"random", "epoch"}; }
-constexpr std::array<const char*, 2> enum_names(Dtype) { return {"float32", "bfloat16"}; }
+constexpr std::array<const char*, 3> enum_names(Dtype) { return {"auto", "float32", "bfloat16"}; }
 
 // The keys' meanings are in their declarations (run_config.cpp) and docs/CONFIG.md.
 struct DataConfig {
@@ -62,7 +62,7 @@ struct TrainConfig {
   int64_t eval_iters = 20;
   int64_t log_interval = 10;
   int64_t seed = 1337;
-  Dtype dtype = Dtype::kFloat32;
+  Dtype dtype = Dtype::kAuto;  // train/precision.h chooses
   std::string device = "cpu";
   double dist_timeout_s = 60.0;
 };

@@ -22,6 +22,7 @@
 #include "train/lr_schedule.h"
 #include "train/progress.h"
 #include "train/run_corpus.h"
+#include "train/precision.h"
 #include "train/train_step.h"
 
 namespace tinylm {
@@ -30,6 +31,11 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+TrainConfig with_dtype(TrainConfig t, Dtype dtype) {
+  t.dtype = dtype;
+  return t;
+}
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -207,6 +213,8 @@ class Trainer {
   const bool writer_ = rank_ == 0;  // writes the run directory
   const TrainingData data_ = start();
   const torch::Device device_ = options_.device.value_or(torch::Device(t_.device));
+  const PrecisionChoice precision_ = choose_precision(t_.dtype, device_, cpu_flags());
+  const TrainConfig step_config_ = with_dtype(t_, precision_.dtype);  // t_, dtype chosen
   Generators rng_{t_.seed};
   torch::Tensor probe_;  // the induction probe, recorded at every eval; undefined without it
   GPT model_{nullptr};
@@ -256,6 +264,7 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
                static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer,
                config_.model.n_head, config_.model.n_embd, config_.model.block_size,
                name_of(config_.model.pos_encoding));
+  spdlog::info("precision: {} matmuls ({})", name_of(precision_.dtype), precision_.reason);
 }
 
 // Everything that can refuse to start, on every rank; with a group the ranks then agree,
@@ -307,6 +316,10 @@ void Trainer::restore() {
         "differ in the last bits from an unbroken run",
         state_.threads, torch::get_num_threads());
   }
+  if (!state_.dtype.empty() && state_.dtype != name_of(precision_.dtype) && writer_) {
+    spdlog::warn("the checkpoint was trained with {} matmuls ({}) and this run uses {} ({})",
+                 state_.dtype, state_.dtype_reason, name_of(precision_.dtype), precision_.reason);
+  }
   if (state_.world_size != world_) {
     spdlog::info(
         "the checkpoint was written by {} rank{} and this run has {}: the data order "
@@ -322,6 +335,8 @@ void Trainer::checkpoint(const fs::path& dir) {
   state_.metrics_bytes = metrics_->bytes();
   state_.threads = torch::get_num_threads();
   state_.world_size = world_;
+  state_.dtype = name_of(precision_.dtype);
+  state_.dtype_reason = precision_.reason;
   state_.train_rng = generator_state(rng_.train);
   state_.eval_rng = generator_state(rng_.eval);
   if (epochs_) state_.epoch = epochs_->position();
@@ -368,7 +383,7 @@ StepResult Trainer::train_one_step(int64_t step) {
   const auto next_batch = [&] {
     return epochs_ ? epochs_->next() : data_.train.sample(rng_.train);
   };
-  return train_step(model_, *optimizer_, t_, learning_rate_at(step, t_), next_batch, group_,
+  return train_step(model_, *optimizer_, step_config_, learning_rate_at(step, t_), next_batch, group_,
                     stop_wanted);
 }
 

@@ -339,6 +339,11 @@ TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
   EXPECT_NE(seen.find("interrupted: checkpoint at step"), std::string::npos) << seen;
   const auto state = nlohmann::json::parse(test::read_text(dir / "run/state.json"));
   EXPECT_GT(state["step"].get<int64_t>(), 0);
+  // train.dtype = "auto" (the default) says what it chose, and why, in the log and here.
+  const std::string dtype = state["precision"]["dtype"].get<std::string>();
+  EXPECT_TRUE(dtype == "float32" || dtype == "bfloat16") << dtype;
+  EXPECT_EQ(state["precision"]["reason"].get<std::string>().rfind("auto: ", 0), 0u);
+  EXPECT_NE(seen.find("precision: " + dtype + " matmuls (auto: "), std::string::npos) << seen;
   EXPECT_LT(state["step"].get<int64_t>(), 100000);
   // And the run continues from there.
   const auto r =

@@ -1,0 +1,50 @@
+// train.dtype = "auto": bfloat16 exactly where the hardware has bfloat16 units, with the
+// reason; an explicit dtype is kept as given.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "train/precision.h"
+
+namespace tinylm {
+namespace {
+
+const torch::Device kCpu(torch::kCPU);
+
+TEST(Precision, AutoTakesBfloat16WhereTheCpuHasBfloat16Units) {
+  for (const char* unit : {"amx_bf16", "avx512_bf16"}) {
+    const PrecisionChoice c = choose_precision(Dtype::kAuto, kCpu, {"avx2", "avx512f", unit});
+    EXPECT_EQ(c.dtype, Dtype::kBfloat16) << unit;
+    EXPECT_NE(c.reason.find(unit), std::string::npos) << c.reason;
+  }
+}
+
+TEST(Precision, AutoKeepsFloat32WhereBfloat16WouldBeEmulated) {
+  const PrecisionChoice avx2 = choose_precision(Dtype::kAuto, kCpu, {"sse2", "avx2", "fma"});
+  EXPECT_EQ(avx2.dtype, Dtype::kFloat32);
+  EXPECT_NE(avx2.reason.find("neither amx_bf16 nor avx512_bf16"), std::string::npos);
+  const PrecisionChoice unknown = choose_precision(Dtype::kAuto, kCpu, {});
+  EXPECT_EQ(unknown.dtype, Dtype::kFloat32);
+  EXPECT_NE(unknown.reason.find("could not be read"), std::string::npos);
+}
+
+TEST(Precision, AnExplicitDtypeIsKept) {
+  EXPECT_EQ(choose_precision(Dtype::kFloat32, kCpu, {"amx_bf16"}).dtype, Dtype::kFloat32);
+  EXPECT_EQ(choose_precision(Dtype::kBfloat16, kCpu, {"avx2"}).dtype, Dtype::kBfloat16);
+  EXPECT_EQ(choose_precision(Dtype::kAuto, torch::Device(torch::kCUDA, 0), {}).dtype,
+            Dtype::kBfloat16);
+}
+
+TEST(Precision, ReadsThisMachinesFlags) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (text.find("\nflags") == std::string::npos && text.rfind("flags", 0) != 0)
+    GTEST_SKIP() << "no x86 flags line in /proc/cpuinfo";
+  const std::set<std::string> flags = cpu_flags();
+  EXPECT_FALSE(flags.empty());
+  for (const std::string& f : flags) EXPECT_NE(text.find(" " + f), std::string::npos) << f;
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -1,0 +1,30 @@
+#pragma once
+// train.dtype = "auto": the precision of the matmuls, chosen at run time from what the
+// hardware has. bfloat16 autocast where the CPU has bfloat16 units (AMX-BF16 on Sapphire
+// Rapids and later, AVX512-BF16 on Cooper Lake and Zen 4/5), float32 elsewhere: without
+// those units LibTorch emulates bfloat16 and its matmuls run many times slower than float32
+// (20x on an AVX2-only EPYC). On CUDA, bfloat16. Weights, gradients, AdamW state and
+// checkpoints stay float32 either way.
+
+#include <set>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "train/run_config.h"
+
+namespace tinylm {
+
+struct PrecisionChoice {
+  Dtype dtype;         // float32 or bfloat16, never auto
+  std::string reason;  // for the log and state.json
+};
+
+// The flags of the first processor in /proc/cpuinfo ("avx2", "amx_bf16", ...); empty where
+// there is no such file.
+std::set<std::string> cpu_flags();
+
+PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,
+                                 const std::set<std::string>& flags);
+
+}  // namespace tinylm

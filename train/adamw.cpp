@@ -1,26 +1,49 @@
 #include "train/adamw.h"
 
+#include "train/muon.h"
+
 #include <ATen/record_function.h>
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace tinylm {
 
+namespace {
+
+// The blocks' weight matrices: Muon's under train.optimizer = "muon".
+bool muon_takes(const std::string& name, const torch::Tensor& p) {
+  return p.dim() == 2 && name.rfind("transformer.h.", 0) == 0;
+}
+
+}  // namespace
+
 AdamW::AdamW(GPT& model, const TrainConfig& config)
-    : beta1_(config.beta1), beta2_(config.beta2), weight_decay_(config.weight_decay) {
+    : beta1_(config.beta1),
+      beta2_(config.beta2),
+      weight_decay_(config.weight_decay),
+      muon_lr_scale_(config.muon_learning_rate / config.learning_rate),
+      muon_momentum_(config.muon_momentum),
+      muon_dtype_(config.dtype == Dtype::kBfloat16 ? torch::kBFloat16 : torch::kFloat32) {
+  const bool muon = config.optimizer == OptimizerKind::kMuon;
+  // Muon's matrices, then AdamW's decayed parameters, then the rest.
   std::vector<std::pair<std::string, torch::Tensor>> ordered;
-  for (const bool decayed : {true, false}) {
+  for (const int group : {0, 1, 2}) {
     for (const auto& item : model->named_parameters()) {
-      if ((item.value().dim() >= 2) == decayed) ordered.emplace_back(item.key(), item.value());
+      const bool m = muon && muon_takes(item.key(), item.value());
+      const int g = m ? 0 : item.value().dim() >= 2 ? 1 : 2;
+      if (g == group) ordered.emplace_back(item.key(), item.value());
     }
   }
   int64_t total = 0;
   for (const auto& [name, p] : ordered) {
-    slots_.push_back({name, total, p.numel(), p.sizes().vec()});
+    const bool m = muon && muon_takes(name, p);
+    slots_.push_back({name, total, p.numel(), p.sizes().vec(), m});
     if (p.dim() >= 2) decayed_ = total + p.numel();
+    if (m) muon_end_ = total + p.numel();
     total += p.numel();
   }
   const torch::Device device =
@@ -49,9 +72,26 @@ double AdamW::clip_grad_norm(double max_norm) {
   return norm;
 }
 
+int64_t AdamW::muon_matrices() const {
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.muon; });
+}
+
+void AdamW::muon_step(double lr) {
+  if (muon_end_ > 0) params_.narrow(0, 0, muon_end_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
+  for (const Slot& s : slots_) {
+    if (!s.muon) continue;
+    const auto view = [&](const torch::Tensor& flat) {
+      return flat.narrow(0, s.offset, s.numel).view(s.shape);
+    };
+    muon_update(view(params_), view(grads_), view(exp_avg_), lr * muon_lr_scale_, muon_momentum_,
+                muon_dtype_);
+  }
+}
+
 void AdamW::step(double lr) {
   RECORD_USER_SCOPE("tinylm::optimizer");
   if (!params_.is_cpu()) return step_with_operators(lr);
+  muon_step(lr);
   ++steps_;
   const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);
   const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1_, steps_)));
@@ -63,7 +103,7 @@ void AdamW::step(double lr) {
   float* m = exp_avg_.data_ptr<float>();
   float* v = exp_avg_sq_.data_ptr<float>();
   const int64_t decayed = decayed_;
-  at::parallel_for(0, params_.numel(), 16384, [&](int64_t begin, int64_t end) {
+  at::parallel_for(muon_end_, params_.numel(), 16384, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       if (i < decayed) p[i] *= decay;
       m[i] = b1 * m[i] + (1.0f - b1) * g[i];
@@ -74,23 +114,33 @@ void AdamW::step(double lr) {
 }
 
 void AdamW::step_with_operators(double lr) {
+  muon_step(lr);
   ++steps_;
   const double step_size = lr / (1.0 - std::pow(beta1_, steps_));
   const double root_correction2 = std::sqrt(1.0 - std::pow(beta2_, steps_));
   torch::NoGradGuard no_grad;
-  params_.narrow(0, 0, decayed_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
-  exp_avg_.mul_(beta1_).add_(grads_, 1.0 - beta1_);
-  exp_avg_sq_.mul_(beta2_).addcmul_(grads_, grads_, 1.0 - beta2_);
-  const torch::Tensor denominator = (exp_avg_sq_.sqrt() / root_correction2).add_(eps_);
-  params_.addcdiv_(exp_avg_, denominator, -step_size);
+  const int64_t n = params_.numel() - muon_end_;  // AdamW's part
+  const auto part = [&](torch::Tensor& flat) { return flat.narrow(0, muon_end_, n); };
+  torch::Tensor p = part(params_), g = part(grads_), m = part(exp_avg_), v = part(exp_avg_sq_);
+  p.narrow(0, 0, decayed_ - muon_end_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
+  m.mul_(beta1_).add_(g, 1.0 - beta1_);
+  v.mul_(beta2_).addcmul_(g, g, 1.0 - beta2_);
+  const torch::Tensor denominator = (v.sqrt() / root_correction2).add_(eps_);
+  p.addcdiv_(m, denominator, -step_size);
 }
 
 NamedTensors AdamW::moments() const {
   NamedTensors out;
   for (const Slot& s : slots_) {
-    out.emplace_back("exp_avg." + s.name, exp_avg_.narrow(0, s.offset, s.numel).view(s.shape));
-    out.emplace_back("exp_avg_sq." + s.name,
-                     exp_avg_sq_.narrow(0, s.offset, s.numel).view(s.shape));
+    const auto view = [&](const torch::Tensor& flat) {
+      return flat.narrow(0, s.offset, s.numel).view(s.shape);
+    };
+    if (s.muon) {
+      out.emplace_back("muon_momentum." + s.name, view(exp_avg_));
+      continue;
+    }
+    out.emplace_back("exp_avg." + s.name, view(exp_avg_));
+    out.emplace_back("exp_avg_sq." + s.name, view(exp_avg_sq_));
   }
   return out;
 }
@@ -100,12 +150,17 @@ void AdamW::restore(const std::map<std::string, torch::Tensor>& moments, int64_t
   exp_avg_.zero_(), exp_avg_sq_.zero_();
   steps_ = steps;
   if (steps == 0) return;
+  using Moment = std::pair<const char*, torch::Tensor*>;
   for (const Slot& s : slots_) {
-    for (const auto& [prefix, buffer] :
-         {std::pair{"exp_avg.", &exp_avg_}, {"exp_avg_sq.", &exp_avg_sq_}}) {
+    const std::vector<Moment> wanted =
+        s.muon ? std::vector<Moment>{{"muon_momentum.", &exp_avg_}}
+               : std::vector<Moment>{{"exp_avg.", &exp_avg_}, {"exp_avg_sq.", &exp_avg_sq_}};
+    for (const auto& [prefix, buffer] : wanted) {
       const auto it = moments.find(prefix + s.name);
       if (it == moments.end() || it->second.sizes().vec() != s.shape) {
-        throw std::runtime_error(source + " lacks AdamW moments of the right shape for " + s.name);
+        throw std::runtime_error(source + " lacks " + (s.muon ? "Muon momentum" : "AdamW moments") +
+                                 " of the right shape for " + s.name +
+                                 " (was it trained with another train.optimizer?)");
       }
       buffer->narrow(0, s.offset, s.numel).copy_(it->second.reshape({-1}));
     }

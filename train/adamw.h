@@ -11,6 +11,11 @@
 // same update in a few whole-buffer operators (a test holds the two equal).
 // The gradient buffer has kSideSlots more elements after the gradients, so that data-parallel
 // ranks sum their gradients and a few scalars (the loss, a stop request) in one all-reduce.
+//
+// With train.optimizer = "muon" the blocks' 2-D matrices (transformer.h.*.weight, dim 2)
+// come first in the buffers and take Muon's update instead (train/muon.h), their momentum in
+// exp_avg's place; AdamW updates the rest. Weight decay is the same for both: p *= 1 - lr wd
+// with AdamW's scheduled rate, on every parameter of dim >= 2.
 
 #include <cstdint>
 #include <map>
@@ -43,8 +48,11 @@ class AdamW {
   void step_with_operators(double lr);
   int64_t steps() const { return steps_; }
 
-  // "exp_avg.NAME" and "exp_avg_sq.NAME" for every parameter (views), for checkpoints.
+  // "exp_avg.NAME" and "exp_avg_sq.NAME" for every AdamW parameter, "muon_momentum.NAME"
+  // for every Muon matrix (views), for checkpoints.
   NamedTensors moments() const;
+  // Parameters Muon updates (0 with AdamW alone).
+  int64_t muon_matrices() const;
   // Restores moments saved by moments() after `steps` steps; throws naming `source` and the
   // parameter when one is missing or misshapen.
   void restore(const std::map<std::string, torch::Tensor>& moments, int64_t steps,
@@ -55,12 +63,18 @@ class AdamW {
     std::string name;
     int64_t offset, numel;
     std::vector<int64_t> shape;
+    bool muon = false;
   };
+  void muon_step(double lr);
   std::vector<Slot> slots_;
   torch::Tensor params_, grads_, exp_avg_, exp_avg_sq_;  // (N,) float32 each
   torch::Tensor sync_buffer_;  // (N + kSideSlots,): grads_ is its first N elements
   int64_t decayed_ = 0;        // the first decayed_ elements get weight decay
+  int64_t muon_end_ = 0;       // the first muon_end_ elements are Muon's; AdamW's start there
   double beta1_, beta2_, eps_ = 1e-8, weight_decay_;
+  double muon_lr_scale_;  // muon_learning_rate / learning_rate
+  double muon_momentum_;
+  torch::ScalarType muon_dtype_;  // of Newton-Schulz: bfloat16 where the matmuls autocast to it
   int64_t steps_ = 0;
 };
 

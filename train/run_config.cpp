@@ -140,6 +140,12 @@ std::vector<ConfigKey<TrainConfig>> train_keys() {
       key("beta2", &T::beta2, between(0, 1, "[)"), "AdamW"),
       key("weight_decay", &T::weight_decay, at_least(0), "AdamW, on 2-D+ parameters only"),
       key("grad_clip", &T::grad_clip, at_least(0), "global gradient norm clip; 0 = off"),
+      key("optimizer", &T::optimizer, anything(),
+          "adamw for all; muon: Newton-Schulz-orthogonalised momentum for the blocks' matrices, "
+          "AdamW for the rest"),
+      key("muon_learning_rate", &T::muon_learning_rate, above(0),
+          "Muon's peak rate, on the same schedule as learning_rate"),
+      key("muon_momentum", &T::muon_momentum, between(0, 1, "[)"), "Muon's Nesterov momentum"),
       key("eval_interval", &T::eval_interval, at_least(1),
           "steps between loss estimates and checkpoints"),
       key("eval_iters", &T::eval_iters, at_least(1), "random batches per loss estimate"),

@@ -18,6 +18,7 @@ enum class TokenizerKind { kChar, kByte, kSentencePiece };
 enum class SentencePieceModel { kBpe, kUnigram };
 enum class Sampling { kRandom, kEpoch };  // uniform windows | every window once per epoch
 enum class Dtype { kAuto, kFloat32, kBfloat16 };
+enum class OptimizerKind { kAdamW, kMuon };
 
 constexpr std::array<const char*, 2> enum_names(DataSource) { return {"file", "induction"}; }
 constexpr std::array<const char*, 3> enum_names(TokenizerKind) {
@@ -26,6 +27,7 @@ constexpr std::array<const char*, 3> enum_names(TokenizerKind) {
 constexpr std::array<const char*, 2> enum_names(SentencePieceModel) { return {"bpe", "unigram"}; }
 constexpr std::array<const char*, 2> enum_names(Sampling) { return {"random", "epoch"}; }
 constexpr std::array<const char*, 3> enum_names(Dtype) { return {"auto", "float32", "bfloat16"}; }
+constexpr std::array<const char*, 2> enum_names(OptimizerKind) { return {"adamw", "muon"}; }
 
 // The keys' meanings are in their declarations (run_config.cpp) and docs/CONFIG.md.
 struct DataConfig {
@@ -58,6 +60,9 @@ struct TrainConfig {
   double beta2 = 0.99;
   double weight_decay = 0.1;
   double grad_clip = 1.0;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;  // train/muon.h
+  double muon_learning_rate = 0.02;                 // Muon's peak rate, scheduled as learning_rate
+  double muon_momentum = 0.95;
   int64_t eval_interval = 250;
   int64_t eval_iters = 20;
   int64_t log_interval = 10;

@@ -244,7 +244,7 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
   model_->init_weights(rng_.init);
   model_->to(device_);
   model_->train();
-  optimizer_.emplace(model_, t_);
+  optimizer_.emplace(model_, step_config_);
   if (options_.resume) restore();
   // Epoch sampling draws its windows in an order fixed by (seed, epoch); the checkpoint keeps
   // its place in it.
@@ -265,6 +265,10 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
                config_.model.n_head, config_.model.n_embd, config_.model.block_size,
                name_of(config_.model.pos_encoding));
   spdlog::info("precision: {} matmuls ({})", name_of(precision_.dtype), precision_.reason);
+  if (t_.optimizer == OptimizerKind::kMuon) {
+    spdlog::info("optimizer: Muon for the blocks' {} matrices (lr {:.2e}), AdamW for the rest",
+                 optimizer_->muon_matrices(), t_.muon_learning_rate);
+  }
 }
 
 // Everything that can refuse to start, on every rank; with a group the ranks then agree,

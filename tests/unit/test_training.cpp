@@ -38,16 +38,25 @@ std::vector<json> losses(const std::filesystem::path& run) {
   return out;
 }
 
-class ResumedRun : public ::testing::TestWithParam<Sampling> {};
+using Resumable = std::pair<Sampling, OptimizerKind>;
+class ResumedRun : public ::testing::TestWithParam<Resumable> {};
 
-// With random windows, and with epoch sampling (whose place in the epoch the checkpoint keeps).
-INSTANTIATE_TEST_SUITE_P(Sampling, ResumedRun,
-                         ::testing::Values(Sampling::kRandom, Sampling::kEpoch),
-                         [](const auto& info) { return std::string(name_of(info.param)); });
+// With random windows, with epoch sampling (whose place in the epoch the checkpoint keeps),
+// and with Muon (whose momentum it keeps). train.dtype is auto: bfloat16 where this CPU has
+// it, so resume is checked in the precision this machine trains in.
+INSTANTIATE_TEST_SUITE_P(SamplingAndOptimizer, ResumedRun,
+                         ::testing::Values(Resumable{Sampling::kRandom, OptimizerKind::kAdamW},
+                                           Resumable{Sampling::kEpoch, OptimizerKind::kAdamW},
+                                           Resumable{Sampling::kRandom, OptimizerKind::kMuon}),
+                         [](const auto& info) {
+                           return std::string(name_of(info.param.first)) + "_" +
+                                  name_of(info.param.second);
+                         });
 
 TEST_P(ResumedRun, EqualsUnbrokenRun) {
   RunConfig config = tiny_config(12);
-  config.data.sampling = GetParam();
+  config.data.sampling = GetParam().first;
+  config.train.optimizer = GetParam().second;
   TempDir unbroken, resumed;
   TrainOptions options;
   options.progress = false;

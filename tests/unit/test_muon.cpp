@@ -1,0 +1,106 @@
+// Muon's Newton-Schulz against its scalar map worked out exactly, and its properties; the
+// optimizer's split between Muon and AdamW and its state.
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "small_model.h"
+#include "train/adamw.h"
+#include "train/muon.h"
+
+namespace tinylm {
+namespace {
+
+// One singular value through the quintic: s <- a s + b s^3 + c s^5, in double.
+double quintic(double s, int steps) {
+  for (int i = 0; i < steps; ++i) s = 3.4445 * s - 4.7750 * s * s * s + 2.0315 * std::pow(s, 5);
+  return s;
+}
+
+TEST(Muon, NewtonSchulzOfADiagonalMatrixIsTheScalarMapOfItsValues) {
+  // G = diag(3, 4): |G|_F = 5, so the iteration starts from singular values 0.6 and 0.8.
+  const torch::Tensor g = torch::diag(torch::tensor({3.0f, 4.0f}));
+  const torch::Tensor o = newton_schulz(g, torch::kFloat32);
+  EXPECT_NEAR(o[0][0].item<double>(), quintic(0.6, 5), 1e-5);
+  EXPECT_NEAR(o[1][1].item<double>(), quintic(0.8, 5), 1e-5);
+  EXPECT_EQ(o[0][1].item<float>(), 0.0f);
+  EXPECT_GT(quintic(0.6, 5), 0.7);  // both land near 1, as the iteration intends
+  EXPECT_LT(quintic(0.8, 5), 1.2);
+}
+
+TEST(Muon, NewtonSchulzKeepsSingularVectorsAndPushesValuesTowardOne) {
+  // G = U S V^T with values spread over two decades: the result is an odd polynomial of G,
+  // so U^T O V is diagonal, with every value near 1.
+  torch::manual_seed(5);
+  const auto q = [](int64_t n) { return std::get<0>(torch::linalg_qr(torch::randn({n, n}))); };
+  const torch::Tensor U = q(48).slice(1, 0, 24), V = q(24);
+  const torch::Tensor S = torch::logspace(-2, 0, 24);
+  const torch::Tensor g = U.mm(torch::diag(S)).mm(V.t());  // (48, 24): tall
+  const torch::Tensor d = U.t().mm(newton_schulz(g, torch::kFloat32)).mm(V);
+  const torch::Tensor off = d - torch::diag(torch::diag(d));
+  EXPECT_LT(off.abs().max().item<double>(), 1e-4);
+  const torch::Tensor values = torch::diag(d);
+  // The smallest value starts at 0.01 / |S| ~ 0.003: five steps lift it only part way.
+  EXPECT_GT(values.slice(0, 12).min().item<double>(), 0.6);
+  EXPECT_LT(values.max().item<double>(), 1.25);
+}
+
+TEST(Muon, NewtonSchulzOfTheTransposeIsTheTranspose) {
+  torch::manual_seed(6);
+  const torch::Tensor g = torch::randn({20, 36});
+  EXPECT_LT(test::max_abs_diff(newton_schulz(g.t(), torch::kFloat32),
+                               newton_schulz(g, torch::kFloat32).t()),
+            1e-5);
+}
+
+TEST(Muon, Bfloat16NewtonSchulzIsCloseToFloat32) {
+  torch::manual_seed(7);
+  const torch::Tensor g = torch::randn({32, 64});
+  const torch::Tensor a = newton_schulz(g, torch::kFloat32), b = newton_schulz(g, torch::kBFloat16);
+  EXPECT_EQ(b.scalar_type(), torch::kFloat32);
+  EXPECT_LT(test::max_abs_diff(a, b), 0.05);  // bfloat16 keeps 8 bits of mantissa
+}
+
+TEST(Muon, TakesTheBlocksMatricesAndLeavesTheRestToAdamW) {
+  GPT model = test::random_model(test::small_config({"tie_weights=false"}));
+  TrainConfig t;
+  t.optimizer = OptimizerKind::kMuon;
+  AdamW optimizer(model, t);
+  EXPECT_EQ(optimizer.muon_matrices(), 2 * 4);  // c_attn, c_proj, c_fc, mlp.c_proj per block
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : optimizer.moments()) names.insert(name);
+  EXPECT_TRUE(names.count("muon_momentum.transformer.h.0.attn.c_attn.weight"));
+  EXPECT_FALSE(names.count("exp_avg.transformer.h.0.attn.c_attn.weight"));
+  for (const char* adam : {"transformer.wte.weight", "lm_head.weight", "transformer.h.0.ln_1.weight",
+                           "transformer.h.0.attn.c_attn.bias"}) {
+    EXPECT_TRUE(names.count(std::string("exp_avg.") + adam)) << adam;
+    EXPECT_FALSE(names.count(std::string("muon_momentum.") + adam)) << adam;
+  }
+}
+
+TEST(Muon, AStepMovesEachMatrixByItsOrthogonalisedMomentum) {
+  // The first step from zero momentum: M = G, U = G + mu G, W -= lr sqrt(max(1, r / c)) O(U).
+  GPT model = test::random_model(test::small_config());
+  TrainConfig t;
+  t.optimizer = OptimizerKind::kMuon;
+  t.weight_decay = 0.0;
+  t.muon_momentum = 0.9;
+  t.muon_learning_rate = 0.05;
+  t.learning_rate = 1e-3;
+  AdamW optimizer(model, t);
+  const torch::Tensor w = model->named_parameters()["transformer.h.1.attn.c_attn.weight"];
+  const torch::Tensor before = w.detach().clone();
+  torch::manual_seed(8);
+  const torch::Tensor g = torch::randn(w.sizes());
+  {
+    torch::NoGradGuard no_grad;
+    w.mutable_grad().copy_(g);
+  }
+  optimizer.step(t.learning_rate);  // the scheduled AdamW rate; Muon's is 50 times it
+  const double scale = std::sqrt(static_cast<double>(w.size(0)) / static_cast<double>(w.size(1)));
+  const torch::Tensor expected = before - 0.05 * scale * newton_schulz(g * 1.9, torch::kFloat32);
+  EXPECT_LT(test::max_abs_diff(w.detach(), expected), 1e-6);
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -1,0 +1,28 @@
+#pragma once
+// Muon (Keller Jordan, 2024), the optimizer of modded-nanogpt's speedrun records and of
+// nanochat, for the blocks' 2-D weight matrices; AdamW keeps the embeddings, the norms, the
+// biases and an untied lm_head (train/adamw.h runs both). Per matrix W (rows, cols), grad G:
+//   M = mu M + G                      momentum
+//   U = G + mu M                      Nesterov
+//   O = NewtonSchulz5(U)              ~ the orthogonal factor of U: its singular values to ~1
+//   W -= lr sqrt(max(1, rows / cols)) O
+// Newton-Schulz runs the quintic X <- a X + (b A + c A^2) X, A = X X^T, from X = U / |U|_F,
+// with (a, b, c) = (3.4445, -4.7750, 2.0315): it pushes every singular value of X into
+// about [0.7, 1.2] in 5 steps, without an SVD.
+
+#include <torch/torch.h>
+
+namespace tinylm {
+
+inline constexpr int kNewtonSchulzSteps = 5;
+
+// The approximate orthogonal factor of g (rows, cols), computed in `dtype` (bfloat16 where the
+// matmuls are fast in it), returned in float32.
+torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
+                            int steps = kNewtonSchulzSteps);
+
+// One Muon step on one matrix: momentum updated in place, the update subtracted from param.
+void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum,
+                 double lr, double mu, torch::ScalarType dtype);
+
+}  // namespace tinylm

@@ -22,8 +22,8 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/adamw.h"
-#include "train/run_corpus.h"
 #include "train/precision.h"
+#include "train/run_corpus.h"
 #include "train/step_profile.h"
 #include "train/train_step.h"
 

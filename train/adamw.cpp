@@ -77,7 +77,8 @@ int64_t AdamW::muon_matrices() const {
 }
 
 void AdamW::muon_step(double lr) {
-  if (muon_end_ > 0) params_.narrow(0, 0, muon_end_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
+  if (muon_end_ > 0)
+    params_.narrow(0, 0, muon_end_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
   for (const Slot& s : slots_) {
     if (!s.muon) continue;
     const auto view = [&](const torch::Tensor& flat) {

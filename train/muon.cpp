@@ -22,8 +22,8 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
   return x.to(torch::kFloat32).contiguous();
 }
 
-void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum,
-                 double lr, double mu, torch::ScalarType dtype) {
+void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum, double lr,
+                 double mu, torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   momentum.mul_(mu).add_(grad);
   const torch::Tensor update = newton_schulz(grad.add(momentum, mu), dtype);

@@ -22,7 +22,7 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
 
 // One Muon step on one matrix: momentum updated in place, the update subtracted from param.
-void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum,
-                 double lr, double mu, torch::ScalarType dtype);
+void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum, double lr,
+                 double mu, torch::ScalarType dtype);
 
 }  // namespace tinylm

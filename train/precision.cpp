@@ -20,15 +20,16 @@ std::set<std::string> cpu_flags() {
 
 PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,
                                  const std::set<std::string>& flags) {
-  if (requested != Dtype::kAuto) return {requested, "train.dtype = \"" + std::string(name_of(requested)) + "\""};
+  if (requested != Dtype::kAuto)
+    return {requested, "train.dtype = \"" + std::string(name_of(requested)) + "\""};
   if (device.is_cuda()) return {Dtype::kBfloat16, "auto: a CUDA device"};
   for (const char* unit : {"amx_bf16", "avx512_bf16"}) {
     if (flags.count(unit)) return {Dtype::kBfloat16, std::string("auto: the CPU has ") + unit};
   }
-  return {Dtype::kFloat32,
-          flags.empty() ? "auto: the CPU's flags could not be read"
-                        : "auto: the CPU has neither amx_bf16 nor avx512_bf16, so bfloat16 "
-                          "would be emulated, slower than float32"};
+  return {Dtype::kFloat32, flags.empty()
+                               ? "auto: the CPU's flags could not be read"
+                               : "auto: the CPU has neither amx_bf16 nor avx512_bf16, so bfloat16 "
+                                 "would be emulated, slower than float32"};
 }
 
 }  // namespace tinylm

@@ -20,9 +20,9 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
+#include "train/precision.h"
 #include "train/progress.h"
 #include "train/run_corpus.h"
-#include "train/precision.h"
 #include "train/train_step.h"
 
 namespace tinylm {
@@ -387,8 +387,8 @@ StepResult Trainer::train_one_step(int64_t step) {
   const auto next_batch = [&] {
     return epochs_ ? epochs_->next() : data_.train.sample(rng_.train);
   };
-  return train_step(model_, *optimizer_, step_config_, learning_rate_at(step, t_), next_batch, group_,
-                    stop_wanted);
+  return train_step(model_, *optimizer_, step_config_, learning_rate_at(step, t_), next_batch,
+                    group_, stop_wanted);
 }
 
 void Trainer::log_step(int64_t step, const StepResult& result, double seconds) {

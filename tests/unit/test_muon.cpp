@@ -71,8 +71,8 @@ TEST(Muon, TakesTheBlocksMatricesAndLeavesTheRestToAdamW) {
   for (const auto& [name, tensor] : optimizer.moments()) names.insert(name);
   EXPECT_TRUE(names.count("muon_momentum.transformer.h.0.attn.c_attn.weight"));
   EXPECT_FALSE(names.count("exp_avg.transformer.h.0.attn.c_attn.weight"));
-  for (const char* adam : {"transformer.wte.weight", "lm_head.weight", "transformer.h.0.ln_1.weight",
-                           "transformer.h.0.attn.c_attn.bias"}) {
+  for (const char* adam : {"transformer.wte.weight", "lm_head.weight",
+                           "transformer.h.0.ln_1.weight", "transformer.h.0.attn.c_attn.bias"}) {
     EXPECT_TRUE(names.count(std::string("exp_avg.") + adam)) << adam;
     EXPECT_FALSE(names.count(std::string("muon_momentum.") + adam)) << adam;
   }

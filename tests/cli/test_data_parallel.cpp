@@ -136,7 +136,10 @@ fs::path write_config(const fs::path& dir, int max_iters, const std::string& tra
                        "[train]\nbatch_size = " + std::to_string(batch_size) +
                        "\nmax_iters = " + std::to_string(max_iters) +
                        "\nlearning_rate = 5e-4\nwarmup_iters = 5\nlr_decay_iters = 120\n"
-                       "eval_interval = 40\neval_iters = 4\nlog_interval = 1\n" +
+                       "eval_interval = 40\neval_iters = 4\nlog_interval = 1\n"
+                       // float32: ranks equal one process to float32's tolerance; bfloat16
+                       // (auto's choice on some CPUs) rounds each half-batch on its own.
+                       "dtype = \"float32\"\n" +
                        train_extra);
   return path;
 }

@@ -1,0 +1,138 @@
+#include "model/analysis/activation_patching.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "model/activation_cache.h"
+#include "model/scoped_mode.h"
+
+namespace tinylm {
+namespace {
+
+// One patched run: the clean activation of `hook` written into the corrupted run's, for one
+// head (or all) at one position (or all). Its score goes to *out.
+struct Site {
+  std::string hook;
+  int64_t head = -1, position = -1;
+  double* out = nullptr;
+};
+
+// LD = logit[a] - logit[b] at position P of each row: logits (B, T, V) -> (B,) float64.
+torch::Tensor logit_diff(const torch::Tensor& logits, int64_t P, int64_t a, int64_t b) {
+  const torch::Tensor row = logits.select(1, P).to(torch::kFloat64);  // (B, V)
+  return row.select(1, a) - row.select(1, b);
+}
+
+// A hook that writes, into row r of the batch, the clean activation of each site given for r.
+HookFn patch_rows(const torch::Tensor& clean, std::vector<std::pair<int64_t, const Site*>> rows) {
+  return [clean, rows](const torch::Tensor& x, const std::string&) {
+    torch::Tensor out = x.clone();
+    for (const auto& [r, site] : rows) {
+      torch::Tensor into = out[r], from = clean;  // (nh, T, hs) for z, (T, C) for the residual
+      if (site->head >= 0) into = into.select(0, site->head), from = from.select(0, site->head);
+      if (site->position >= 0) {
+        into = into.select(into.dim() - 2, site->position);
+        from = from.select(from.dim() - 2, site->position);
+      }
+      into.copy_(from);
+    }
+    return out;
+  };
+}
+
+}  // namespace
+
+PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
+                                   const torch::Tensor& corrupt, int64_t position,
+                                   int64_t batch_size, const TokenLabel& label) {
+  const ModelConfig& mc = model->config();
+  if (clean.dim() != 1 || corrupt.dim() != 1 || clean.size(0) != corrupt.size(0)) {
+    throw std::invalid_argument("patching needs texts of the same length: the clean text is " +
+                                std::to_string(clean.numel()) + " tokens, the corrupted " +
+                                std::to_string(corrupt.numel()));
+  }
+  if (clean.size(0) == 0 || clean.size(0) > mc.block_size) {
+    throw std::invalid_argument("patching needs 1 to block_size (" + std::to_string(mc.block_size) +
+                                ") tokens; the texts are " + std::to_string(clean.size(0)));
+  }
+  if (position < 0 || position >= clean.size(0)) {
+    throw std::invalid_argument("position " + std::to_string(position) +
+                                " is outside the texts' tokens 0-" +
+                                std::to_string(clean.size(0) - 1));
+  }
+  const int64_t L = mc.n_layer, nh = mc.n_head, P = position;
+  const int64_t T = P + 1;  // tokens after P cannot change the logits at P: they are left out
+  const torch::Tensor clean_in = clean.slice(0, 0, T).to(torch::kInt64).unsqueeze(0);
+  const torch::Tensor corrupt_in = corrupt.slice(0, 0, T).to(torch::kInt64).unsqueeze(0);
+  const ScopedMode eval = eval_mode(*model);
+  torch::NoGradGuard no_grad;
+
+  const CachedRun clean_run = run_with_cache(model, clean_in, [](const std::string& name) {
+    for (const char* suffix : {"attn.hook_z", "hook_resid_pre", "hook_attn_out", "hook_mlp_out"}) {
+      const std::string s = suffix;
+      if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+        return true;
+    }
+    return false;
+  });
+  const torch::Tensor corrupt_logits = model->forward(corrupt_in);
+  PatchingResult r;
+  r.position = P;
+  r.clean_answer = clean_run.logits[0][P].argmax().item<int64_t>();
+  r.corrupt_answer = corrupt_logits[0][P].argmax().item<int64_t>();
+  if (r.clean_answer == r.corrupt_answer) {
+    throw std::invalid_argument(
+        "the clean and the corrupted text both predict " + label(r.clean_answer) +
+        " after position " + std::to_string(P) +
+        ": there is no logit difference to restore; corrupt the text so that its prediction "
+        "changes");
+  }
+  r.clean_diff = logit_diff(clean_run.logits, P, r.clean_answer, r.corrupt_answer).item<double>();
+  r.corrupt_diff = logit_diff(corrupt_logits, P, r.clean_answer, r.corrupt_answer).item<double>();
+
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
+  r.heads = torch::zeros({L, nh}, f64);
+  // Before the first token that differs, the clean and corrupted residuals are the same (the
+  // model is causal): patching there restores nothing, exactly, and is not run.
+  r.resid_pre = torch::zeros({L, T}, f64);
+  r.attn_out = torch::zeros({L}, f64);
+  r.mlp_out = torch::full({L}, std::numeric_limits<double>::quiet_NaN(), f64);
+  const torch::Tensor differs = (clean_in[0] != corrupt_in[0]).nonzero();
+  const int64_t first_difference = differs.numel() > 0 ? differs[0][0].item<int64_t>() : T;
+
+  std::vector<Site> sites;
+  for (int64_t l = 0; l < L; ++l) {
+    for (int64_t h = 0; h < nh; ++h)
+      sites.push_back(
+          {hook_name(l, "attn.hook_z"), h, -1, r.heads.data_ptr<double>() + l * nh + h});
+    for (int64_t p = first_difference; p < T; ++p)
+      sites.push_back(
+          {hook_name(l, "hook_resid_pre"), -1, p, r.resid_pre.data_ptr<double>() + l * T + p});
+    sites.push_back({hook_name(l, "hook_attn_out"), -1, -1, r.attn_out.data_ptr<double>() + l});
+    if (clean_run.cache.contains(hook_name(l, "hook_mlp_out")))
+      sites.push_back({hook_name(l, "hook_mlp_out"), -1, -1, r.mlp_out.data_ptr<double>() + l});
+  }
+
+  const double span = r.clean_diff - r.corrupt_diff;
+  for (size_t start = 0; start < sites.size(); start += static_cast<size_t>(batch_size)) {
+    const size_t end = std::min(sites.size(), start + static_cast<size_t>(batch_size));
+    std::map<std::string, std::vector<std::pair<int64_t, const Site*>>> by_hook;
+    for (size_t i = start; i < end; ++i)
+      by_hook[sites[i].hook].emplace_back(static_cast<int64_t>(i - start), &sites[i]);
+    std::vector<HookHandle> patches;
+    for (auto& [name, rows] : by_hook)
+      patches.push_back(model->add_hook(name, patch_rows(clean_run.cache.at(name)[0], rows)));
+    const torch::Tensor logits =
+        model->forward(corrupt_in.expand({static_cast<int64_t>(end - start), T}));
+    const torch::Tensor diff = logit_diff(logits, P, r.clean_answer, r.corrupt_answer);
+    for (size_t i = start; i < end; ++i)
+      *sites[i].out =
+          (diff[static_cast<int64_t>(i - start)].item<double>() - r.corrupt_diff) / span;
+  }
+  return r;
+}
+
+}  // namespace tinylm

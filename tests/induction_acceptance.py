@@ -13,9 +13,15 @@ Asserts, on the induction probe (random tokens repeated twice) and the val split
   - ablating that induction head raises the loss on the repeat by more than 1 nat. The
     ablation is the mean ablation (the head's output replaced by its mean over the data):
     the model grows four induction heads in layer 1, and when one is zeroed the other three
-    make up for most of it (about +0.3 nats, printed too).
+    make up for most of it (about +0.3 nats, printed too);
+  - activation patching, on a random sequence repeated (clean) and the same with the token
+    before the answer's first occurrence changed (corrupted: the induction heads' key is
+    gone), singles out the previous-token head in layer 0 (it restores >= 0.8 of the logit
+    difference, every other layer-0 head < 0.1), and layer 1's attention output restores
+    >= 0.9. The four induction heads share layer 1's part, so no single one restores much.
 Prints the figures either way.
 """
+import random
 import json
 import subprocess
 import sys
@@ -42,6 +48,9 @@ def main() -> int:
             print(inspect.stderr)
             return 1
         doc = json.loads(inspect.stdout)
+        patching = patch_induction(tinylm, run)
+        if patching is None:
+            return 1
 
     probe = doc["heads"]["probe"]
     first, second = probe["loss_first_half"], probe["loss_second_half"]
@@ -66,9 +75,41 @@ def main() -> int:
         failures.append("no layer-0 head scores >= 0.8 as previous-token head")
     if not ablated["probe_mean"] > 1.0:
         failures.append("ablating the top induction head costs no more than 1 nat on the repeat")
+    p = patching
+    layer0 = p["heads"][0]
+    patched_top = max(range(len(layer0)), key=lambda h: layer0[h])
+    print(f"patching ({p['clean_answer']} clean, {p['corrupt_answer']} corrupted): layer 0 heads "
+          f"{layer0}, layer 1 heads {p['heads'][1]}, attn_out {p['attn_out']}")
+    if patched_top != prev_head or layer0[prev_head] < 0.8:
+        failures.append(f"patching does not single out previous-token head 0.{prev_head}")
+    if any(layer0[h] >= 0.1 for h in range(len(layer0)) if h != prev_head):
+        failures.append("another layer-0 head restores >= 0.1 of the logit difference")
+    if p["attn_out"][1] < 0.9:
+        failures.append("layer 1's attention output restores less than 0.9")
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0
+
+
+def patch_induction(tinylm, run):
+    """`inspect --patch` on the first of a few random sequences where the runs' answers differ."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    for seed in range(1, 11):
+        rng = random.Random(seed)
+        s = rng.sample(alphabet, 20)
+        k = 12  # the clean text ends with s[:k]: its answer is s[k]
+        clean = "".join(s) + "".join(s[:k])
+        corrupt = list(clean)
+        corrupt[k - 1] = next(c for c in alphabet if c not in s)
+        r = subprocess.run([tinylm, "inspect", str(run), "--patch", "--clean", clean, "--corrupt",
+                            "".join(corrupt), "--json", "-"], capture_output=True, text=True)
+        if r.returncode == 0:
+            return json.loads(r.stdout)["patching"]
+        if "both predict" not in r.stderr:
+            print(r.stderr)
+            return None
+    print("FAILED: every corrupted sequence kept the clean answer")
+    return None
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 // `tinylm inspect RUN [--prompt TEXT] [--heads] [--ablate] [--priors] [--logit-lens] [--all]
+//                     [--patch --clean TEXT --corrupt TEXT [--position P]]
 //                     [--text FILE] [--windows N] [--probes N] [--seed S]
 //                     [--html FILE] [--json FILE]`
 // Looks inside a trained run through its hook points: attention maps of a prompt, head
-// scores, ablations, priors and the logit lens, as tables on stdout, a JSON document, or a
-// self-contained HTML report (which holds every view).
+// scores, ablations, priors, the logit lens and activation patching, as tables on stdout, a JSON
+// document, or a self-contained HTML report (which holds every view).
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <unistd.h>
@@ -74,31 +75,38 @@ void check_writable(const std::string& path, const char* flag) {
 }
 
 struct InspectArgs {
-  std::string run, prompt, text, html, json;
-  bool heads = false, ablate = false, priors = false, logit_lens = false, all = false;
-  int64_t windows = 32, probes = 8, seed = 0;
+  std::string run, prompt, text, html, json, clean, corrupt;
+  bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
+       patch = false;
+  int64_t windows = 32, probes = 8, seed = 0, position = -1;
   int threads = 0;
   std::string device = "cpu";
 };
 
 // Which views the flags ask for.
 struct Views {
-  bool everything, heads, ablate, priors, lens, attention;
+  bool everything, heads, ablate, priors, lens, attention, patch;
 };
 
 Views chosen_views(const InspectArgs& args) {
   const bool everything = args.all || !args.html.empty();
+  const bool texts = !args.clean.empty() || !args.corrupt.empty();
   const Views v{everything,
                 everything || args.heads,
                 everything || args.ablate,
                 everything || args.priors,
                 everything || args.logit_lens,
-                everything || !args.prompt.empty()};
-  if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention) {
+                everything || !args.prompt.empty(),
+                args.patch || (everything && texts)};
+  if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch) {
     throw UsageError(
         "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
-        "--all, or --html FILE for all of them");
+        "--patch, --all, or --html FILE for all of them");
   }
+  if (v.patch && (args.clean.empty() || args.corrupt.empty()))
+    throw UsageError("--patch needs both --clean TEXT and --corrupt TEXT");
+  if (texts && !v.patch) throw UsageError("--clean and --corrupt go with --patch");
+  if (args.position >= 0 && !v.patch) throw UsageError("--position goes with --patch");
   if (v.lens && args.prompt.empty() && !everything)
     throw UsageError("--logit-lens needs --prompt TEXT");
   return v;
@@ -156,6 +164,9 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   }
   if (v.priors) out.priors = inspect_priors(out, run);
   if (v.lens) out.lens = inspect_logit_lens(out, run, prompt);
+  if (v.patch) out.patching = inspect_patching(run, args.clean, args.corrupt, args.position);
+  if (v.everything && !v.patch)
+    out.notes.push_back("no --clean and --corrupt texts: the report has no activation patching");
   if (v.everything) {
     out.training_asked = true;
     out.training = read_training_curves(out, args.run);
@@ -224,6 +235,15 @@ Command add_inspect_command(CLI::App& app) {
                 "What W_Q, W_K, W_V, W_O encode from positions and tokens alone");
   cmd->add_flag("--logit-lens", args->logit_lens,
                 "Predictions read off the residual stream after each layer");
+  cmd->add_flag("--patch", args->patch,
+                "Activation patching: how much of the clean text's answer each head, residual "
+                "and layer output restores in the corrupted text");
+  cmd->add_option("--clean", args->clean, "The clean text of --patch");
+  cmd->add_option("--corrupt", args->corrupt,
+                  "The corrupted text of --patch: as many tokens as --clean");
+  cmd->add_option("--position", args->position,
+                  "The token after which --patch reads the answer (default: the last)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--all", args->all, "Every view (implied by --html)");
   cmd->add_option("--text", args->text,
                   "Score heads and ablations on this UTF-8 file instead of the val split");

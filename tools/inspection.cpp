@@ -90,6 +90,24 @@ LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& 
   return {ids, logit_lens(run.model, ids.unsqueeze(0), k)};
 }
 
+PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
+                              int64_t position) {
+  const std::vector<int64_t> a = run.tokenizer->encode(clean, "the clean text (--clean)"),
+                             b = run.tokenizer->encode(corrupt, "the corrupted text (--corrupt)");
+  if (a.size() != b.size()) {
+    throw std::invalid_argument("--clean is " + std::to_string(a.size()) +
+                                " tokens and --corrupt " + std::to_string(b.size()) +
+                                ": patching needs texts of the same number of tokens");
+  }
+  PatchingView v{torch::tensor(a, torch::kInt64), torch::tensor(b, torch::kInt64), {}};
+  const int64_t P = position >= 0 ? position : static_cast<int64_t>(a.size()) - 1;
+  const Tokenizer& tokenizer = *run.tokenizer;
+  v.result = activation_patching(run.model, v.clean, v.corrupt, P, 64, [&](int64_t id) {
+    return "\"" + visible_token(tokenizer.token_label(id)) + "\"";
+  });
+  return v;
+}
+
 std::optional<TrainingCurves> read_training_curves(Inspection& out, const fs::path& run_dir) {
   const fs::path path = metrics_path(run_dir);
   std::ifstream in(path);

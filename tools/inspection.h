@@ -1,6 +1,7 @@
 #pragma once
 // The views of `tinylm inspect` as typed results: the attention maps of a prompt, head
-// scores with the induction probe, ablation, priors, the logit lens, and the training curves
+// scores with the induction probe, ablation, priors, the logit lens, activation patching, and
+// the training curves
 // of metrics.jsonl. They become text in tools/inspection_tables.h and JSON (the format is
 // in docs/FORMATS.md) only at the output, in tools/inspection_json.h.
 
@@ -9,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "model/analysis/ablation.h"
+#include "model/analysis/activation_patching.h"
 #include "model/analysis/head_scores.h"
 #include "model/analysis/induction_probe.h"
 #include "model/analysis/logit_lens.h"
@@ -46,6 +48,11 @@ struct AblationView {
   AblationTable table;
 };
 
+struct PatchingView {
+  torch::Tensor clean, corrupt;  // (T,) the two texts' tokens
+  PatchingResult result;
+};
+
 struct LensView {
   torch::Tensor ids;  // (T,)
   LogitLens lens;
@@ -70,6 +77,7 @@ struct Inspection {
   std::optional<AblationView> ablation;
   std::optional<Priors> priors;
   std::optional<LensView> lens;
+  std::optional<PatchingView> patching;
   std::optional<TrainingCurves> training;  // asked for, but absent: notes say so
   bool training_asked = false;
   std::vector<std::string> notes;  // said on stderr, and shown in the report
@@ -85,6 +93,10 @@ AblationView inspect_ablation(LoadedRun& run, const InspectData& data);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
 LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt,
                             int64_t k = 5);
+// The texts must encode to the same number of tokens, at most block_size; position -1 is
+// the last token.
+PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
+                              int64_t position);
 std::optional<TrainingCurves> read_training_curves(Inspection& out,
                                                    const std::filesystem::path& run_dir);
 

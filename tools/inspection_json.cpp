@@ -122,6 +122,23 @@ json lens_json(const LensView& v, const Tokenizer& tokenizer) {
   return {{"tokens", token_labels(tokenizer, v.ids)}, {"k", k}, {"stages", stages}};
 }
 
+// NaN (a block without an MLP) as null.
+json patching_json(const PatchingView& v, const Tokenizer& tokenizer) {
+  const PatchingResult& r = v.result;
+  return {{"position", r.position},
+          {"clean_tokens", token_labels(tokenizer, v.clean)},
+          {"corrupt_tokens", token_labels(tokenizer, v.corrupt)},
+          {"clean_answer", tokenizer.token_label(r.clean_answer)},
+          {"corrupt_answer", tokenizer.token_label(r.corrupt_answer)},
+          {"clean_logit_diff", rounded(r.clean_diff, 6)},
+          {"corrupt_logit_diff", rounded(r.corrupt_diff, 6)},
+          {"heads", head_table(r.heads)},
+          {"resid_pre", tensor_to_json(r.resid_pre, 6)},
+          {"attn_out", tensor_to_json(r.attn_out, 6)},
+          {"mlp_out", tensor_to_json(r.mlp_out, 6)},
+          {"strongest_head", strongest(r.heads)}};
+}
+
 json training_json(const TrainingCurves& c) {
   json train = json::array(), eval = json::array();
   for (const auto& [step, loss] : c.train) train.push_back({step, loss});
@@ -156,6 +173,7 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
   if (in.ablation) doc["ablation"] = ablation_json(*in.ablation);
   if (in.priors) doc["priors"] = priors_json(*in.priors, heatmap);
   if (in.lens) doc["logit_lens"] = lens_json(*in.lens, *run.tokenizer);
+  if (in.patching) doc["patching"] = patching_json(*in.patching, *run.tokenizer);
   if (in.training_asked)
     doc["training"] = in.training ? training_json(*in.training) : json(nullptr);
   doc["notes"] = in.notes;

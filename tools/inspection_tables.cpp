@@ -123,6 +123,41 @@ void print_logit_lens(const LensView& v, const LoadedRun& run) {
   std::printf("\n");
 }
 
+void print_patching(const PatchingView& v, const LoadedRun& run) {
+  const PatchingResult& r = v.result;
+  std::printf(
+      "activation patching after token %lld (\"%s\" clean, \"%s\" corrupted): answers "
+      "\"%s\" (clean) and \"%s\" (corrupted), logit difference %.3f clean, %.3f corrupted\n",
+      static_cast<long long>(r.position), label(run, v.clean[r.position].item<int64_t>()).c_str(),
+      label(run, v.corrupt[r.position].item<int64_t>()).c_str(), label(run, r.clean_answer).c_str(),
+      label(run, r.corrupt_answer).c_str(), r.clean_diff, r.corrupt_diff);
+  std::printf(
+      "fraction restored (0: the corrupted run, 1: the clean one)\nlayer attn_out mlp_out | heads' "
+      "z:");
+  for (int64_t h = 0; h < r.heads.size(1); ++h) std::printf(" %7lld", static_cast<long long>(h));
+  std::printf("\n");
+  for (int64_t l = 0; l < r.heads.size(0); ++l) {
+    std::printf("%5lld %s %s |         ", static_cast<long long>(l),
+                table_cell(r.attn_out[l].item<double>(), "%8.3f").c_str(),
+                table_cell(r.mlp_out[l].item<double>()).c_str());
+    for (int64_t h = 0; h < r.heads.size(1); ++h)
+      std::printf(" %s", table_cell(at(r.heads, l, h)).c_str());
+    std::printf("\n");
+  }
+  std::printf("strongest head: %s\nresid_pre by position (rows: layers)\n      ",
+              strongest_head(r.heads).c_str());
+  for (int64_t t = 0; t < r.resid_pre.size(1); ++t)
+    std::printf(" %6s", label(run, v.corrupt[t].item<int64_t>()).c_str());
+  std::printf("\n");
+  for (int64_t l = 0; l < r.resid_pre.size(0); ++l) {
+    std::printf("%5lld ", static_cast<long long>(l));
+    for (int64_t t = 0; t < r.resid_pre.size(1); ++t)
+      std::printf(" %s", table_cell(at(r.resid_pre, l, t), "%6.2f").c_str());
+    std::printf("\n");
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 void print_inspection(const Inspection& in, const LoadedRun& run) {
@@ -131,6 +166,7 @@ void print_inspection(const Inspection& in, const LoadedRun& run) {
   if (in.ablation) print_ablation(*in.ablation);
   if (in.priors) print_priors(*in.priors);
   if (in.lens) print_logit_lens(*in.lens, run);
+  if (in.patching) print_patching(*in.patching, run);
   std::fflush(stdout);
 }
 

@@ -299,6 +299,19 @@ TEST_F(Cli, BadInspectInputs) {
   expect_failure(run_tinylm({"inspect", r, "--html", r}), 1, "(--html): it is a directory");
   expect_failure(run_tinylm({"inspect", r, "--heads", "--text", "/nonexistent.txt"}), 1,
                  "corpus not found");
+  expect_failure(run_tinylm({"inspect", r, "--patch"}), 2,
+                 "--patch needs both --clean TEXT and --corrupt TEXT");
+  expect_failure(run_tinylm({"inspect", r, "--heads", "--clean", "ROMEO"}), 2,
+                 "--clean and --corrupt go with --patch");
+  expect_failure(run_tinylm({"inspect", r, "--patch", "--clean", "ROMEO", "--corrupt", "ROME"}), 1,
+                 "--clean is 5 tokens and --corrupt 4: patching needs texts of the same number");
+  expect_failure(run_tinylm({"inspect", r, "--patch", "--clean", "ROMEO", "--corrupt", "ROME~"}), 1,
+                 "of the corrupted text (--corrupt) is not in the tokenizer's vocabulary");
+  expect_failure(run_tinylm({"inspect", r, "--patch", "--clean", "ROMEO", "--corrupt", "ROMEO"}), 1,
+                 "the clean and the corrupted text both predict");
+  expect_failure(run_tinylm({"inspect", r, "--patch", "--clean", "ROMEO", "--corrupt", "ROMEA",
+                             "--position", "5"}),
+                 1, "position 5 is outside the texts' tokens 0-4");
   expect_failure(run_tinylm({"eval", r, "--ablate", "2.0"}), 1,
                  "--ablate: head 2.0 is not in this model: layers are 0-1 and heads 0-1");
   expect_failure(run_tinylm({"sample", r, "--ablate", "0.x"}), 2, "--ablate: bad head \"0.x\"");

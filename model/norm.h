@@ -32,6 +32,12 @@ class NormImpl : public torch::nn::Module {
   }
   // Whether the output is centred (mean 0 before the weight): layernorm yes, rmsnorm no.
   bool centres() const { return kind_ == NormKind::kLayerNorm; }
+  // What each row of x is divided by, (..., 1): sqrt(var + eps), or sqrt(mean(x^2) + eps).
+  // Held fixed, it makes the norm linear in x (direct logit attribution).
+  torch::Tensor scale(const torch::Tensor& x) const {
+    const torch::Tensor centred = centres() ? x - x.mean(-1, true) : x;
+    return torch::sqrt(centred.square().mean(-1, true) + kEps);
+  }
 
   torch::Tensor weight;
   torch::Tensor bias;  // undefined without a bias

@@ -18,7 +18,9 @@ Asserts, on the induction probe (random tokens repeated twice) and the val split
     before the answer's first occurrence changed (corrupted: the induction heads' key is
     gone), singles out the previous-token head in layer 0 (it restores >= 0.8 of the logit
     difference, every other layer-0 head < 0.1), and layer 1's attention output restores
-    >= 0.9. The four induction heads share layer 1's part, so no single one restores much.
+    >= 0.9. The four induction heads share layer 1's part, so no single one restores much;
+  - the strongest K-composition pair is that previous-token head into a layer-1 head whose
+    induction score on the probe is >= 0.8.
 Prints the figures either way.
 """
 import random
@@ -46,7 +48,7 @@ def main() -> int:
                 print(train.stdout, train.stderr)
                 return 1
         trained = time.monotonic() - start
-        inspect = subprocess.run([tinylm, "inspect", str(run), "--heads", "--ablate", "--json", "-"],
+        inspect = subprocess.run([tinylm, "inspect", str(run), "--heads", "--ablate", "--composition", "--json", "-"],
                                  capture_output=True, text=True)
         if inspect.returncode != 0:
             print(inspect.stderr)
@@ -90,6 +92,12 @@ def main() -> int:
         failures.append("another layer-0 head restores >= 0.1 of the logit difference")
     if p["attn_out"][1] < 0.9:
         failures.append("layer 1's attention output restores less than 0.9")
+    k = doc["composition"]["strongest"]["k"]
+    print(f"strongest K-composition: {k['from']['layer']}.{k['from']['head']} -> "
+          f"{k['to']['layer']}.{k['to']['head']}, score {k['score']:.4f}")
+    if (k["from"] != {"layer": 0, "head": prev_head} or k["to"]["layer"] != 1 or
+            induction_l1[k["to"]["head"]] < 0.8):
+        failures.append("the strongest K-composition pair is not previous-token head -> induction head")
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0

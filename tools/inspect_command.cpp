@@ -1,9 +1,11 @@
 // `tinylm inspect RUN [--prompt TEXT] [--heads] [--ablate] [--priors] [--logit-lens] [--all]
+//                     [--composition] [--attribution]
 //                     [--patch --clean TEXT --corrupt TEXT [--position P]]
 //                     [--text FILE] [--windows N] [--probes N] [--seed S]
 //                     [--html FILE] [--json FILE]`
 // Looks inside a trained run through its hook points: attention maps of a prompt, head
-// scores, ablations, priors, the logit lens and activation patching, as tables on stdout, a JSON
+// scores, ablations, priors, the logit lens, composition scores, direct logit attribution
+// and activation patching, as tables on stdout, a JSON
 // document, or a self-contained HTML report (which holds every view).
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -77,7 +79,7 @@ void check_writable(const std::string& path, const char* flag) {
 struct InspectArgs {
   std::string run, prompt, text, html, json, clean, corrupt;
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
-       patch = false;
+       patch = false, composition = false, attribution = false;
   int64_t windows = 32, probes = 8, seed = 0, position = -1;
   int threads = 0;
   std::string device = "cpu";
@@ -85,7 +87,7 @@ struct InspectArgs {
 
 // Which views the flags ask for.
 struct Views {
-  bool everything, heads, ablate, priors, lens, attention, patch;
+  bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution;
 };
 
 Views chosen_views(const InspectArgs& args) {
@@ -97,11 +99,14 @@ Views chosen_views(const InspectArgs& args) {
                 everything || args.priors,
                 everything || args.logit_lens,
                 everything || !args.prompt.empty(),
-                args.patch || (everything && texts)};
-  if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch) {
+                args.patch || (everything && texts),
+                everything || args.composition,
+                everything || args.attribution};
+  if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch && !v.composition &&
+      !v.attribution) {
     throw UsageError(
         "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
-        "--patch, --all, or --html FILE for all of them");
+        "--composition, --attribution, --patch, --all, or --html FILE for all of them");
   }
   if (v.patch && (args.clean.empty() || args.corrupt.empty()))
     throw UsageError("--patch needs both --clean TEXT and --corrupt TEXT");
@@ -141,14 +146,15 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   InspectData data;
   torch::Tensor tokens;
   std::string prompt = args.prompt;
-  if (v.heads || v.ablate || ((v.attention || v.lens) && prompt.empty())) {
+  const bool reads_prompt = v.attention || v.lens || v.attribution;
+  if (v.heads || v.ablate || (reads_prompt && prompt.empty())) {
     std::tie(tokens, data.source) = text_tokens(run, args);
   }
-  if (prompt.empty() && (v.attention || v.lens)) {
+  if (prompt.empty() && reads_prompt) {
     prompt = default_prompt(run, tokens, std::min<int64_t>(mc.block_size, 128));
-    out.notes.push_back("no --prompt: the attention maps show the first " +
-                        std::to_string(run.tokenizer->encode(prompt).size()) + " tokens of " +
-                        data.source);
+    out.notes.push_back(
+        "no --prompt: the attention maps, logit lens and attribution read the first " +
+        std::to_string(run.tokenizer->encode(prompt).size()) + " tokens of " + data.source);
   }
   if (v.heads || v.ablate) {
     auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args.seed));
@@ -164,6 +170,8 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   }
   if (v.priors) out.priors = inspect_priors(out, run);
   if (v.lens) out.lens = inspect_logit_lens(out, run, prompt);
+  if (v.composition) out.composition = composition_scores(run.model);
+  if (v.attribution) out.attribution = inspect_attribution(out, run, prompt);
   if (v.patch) out.patching = inspect_patching(run, args.clean, args.corrupt, args.position);
   if (v.everything && !v.patch)
     out.notes.push_back("no --clean and --corrupt texts: the report has no activation patching");
@@ -235,6 +243,11 @@ Command add_inspect_command(CLI::App& app) {
                 "What W_Q, W_K, W_V, W_O encode from positions and tokens alone");
   cmd->add_flag("--logit-lens", args->logit_lens,
                 "Predictions read off the residual stream after each layer");
+  cmd->add_flag("--composition", args->composition,
+                "Q-, K- and V-composition scores between heads of different layers");
+  cmd->add_flag("--attribution", args->attribution,
+                "Direct logit attribution: each head's and MLP's part of the next token's logit "
+                "on the prompt");
   cmd->add_flag("--patch", args->patch,
                 "Activation patching: how much of the clean text's answer each head, residual "
                 "and layer output restores in the corrupted text");

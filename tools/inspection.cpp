@@ -90,6 +90,13 @@ LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& 
   return {ids, logit_lens(run.model, ids.unsqueeze(0), k)};
 }
 
+AttributionView inspect_attribution(Inspection& out, LoadedRun& run, const std::string& prompt) {
+  const torch::Tensor ids = encode_prompt(out, run, prompt);  // (T,)
+  if (ids.numel() < 2)
+    throw std::invalid_argument("logit attribution needs a prompt of at least 2 tokens");
+  return {ids, logit_attribution(run.model, ids)};
+}
+
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
                               int64_t position) {
   const std::vector<int64_t> a = run.tokenizer->encode(clean, "the clean text (--clean)"),

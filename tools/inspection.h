@@ -1,7 +1,7 @@
 #pragma once
 // The views of `tinylm inspect` as typed results: the attention maps of a prompt, head
-// scores with the induction probe, ablation, priors, the logit lens, activation patching, and
-// the training curves
+// scores with the induction probe, ablation, priors, the logit lens, activation patching,
+// composition scores, direct logit attribution, and the training curves
 // of metrics.jsonl. They become text in tools/inspection_tables.h and JSON (the format is
 // in docs/FORMATS.md) only at the output, in tools/inspection_json.h.
 
@@ -15,8 +15,10 @@
 
 #include "model/analysis/ablation.h"
 #include "model/analysis/activation_patching.h"
+#include "model/analysis/composition.h"
 #include "model/analysis/head_scores.h"
 #include "model/analysis/induction_probe.h"
+#include "model/analysis/logit_attribution.h"
 #include "model/analysis/logit_lens.h"
 #include "model/analysis/priors.h"
 #include "train/checkpoint.h"
@@ -46,6 +48,11 @@ struct AblationView {
   std::string source;
   int64_t windows = 0;
   AblationTable table;
+};
+
+struct AttributionView {
+  torch::Tensor ids;  // (T,)
+  LogitAttribution attribution;
 };
 
 struct PatchingView {
@@ -78,6 +85,8 @@ struct Inspection {
   std::optional<Priors> priors;
   std::optional<LensView> lens;
   std::optional<PatchingView> patching;
+  std::optional<CompositionScores> composition;
+  std::optional<AttributionView> attribution;
   std::optional<TrainingCurves> training;  // asked for, but absent: notes say so
   bool training_asked = false;
   std::vector<std::string> notes;  // said on stderr, and shown in the report
@@ -93,6 +102,7 @@ AblationView inspect_ablation(LoadedRun& run, const InspectData& data);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
 LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt,
                             int64_t k = 5);
+AttributionView inspect_attribution(Inspection& out, LoadedRun& run, const std::string& prompt);
 // The texts must encode to the same number of tokens, at most block_size; position -1 is
 // the last token.
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,

@@ -139,6 +139,37 @@ json patching_json(const PatchingView& v, const Tokenizer& tokenizer) {
           {"strongest_head", strongest(r.heads)}};
 }
 
+// {from: {layer, head}, to: {layer, head}, score} of the highest entry of (L, nh, L, nh).
+json strongest_pair(const torch::Tensor& t) {
+  const int64_t nh = t.size(1), n = t.size(0) * nh;
+  const torch::Tensor flat = t.reshape({n * n});
+  const int64_t i = flat.argmax().item<int64_t>(), a = i / n, b = i % n;
+  return {{"from", {{"layer", a / nh}, {"head", a % nh}}},
+          {"to", {{"layer", b / nh}, {"head", b % nh}}},
+          {"score", rounded(flat[i].item<double>(), 6)}};
+}
+
+json composition_json(const CompositionScores& c) {
+  return {{"q", tensor_to_json(c.q, 6)},
+          {"k", tensor_to_json(c.k, 6)},
+          {"v", tensor_to_json(c.v, 6)},
+          {"strongest",
+           {{"q", strongest_pair(c.q)}, {"k", strongest_pair(c.k)}, {"v", strongest_pair(c.v)}}}};
+}
+
+json attribution_json(const AttributionView& v, const Tokenizer& tokenizer) {
+  const LogitAttribution& a = v.attribution;
+  return {{"tokens", token_labels(tokenizer, v.ids)},
+          {"targets", token_labels(tokenizer, a.targets)},
+          {"heads", tensor_to_json(a.heads, 6)},
+          {"mlps", tensor_to_json(a.mlps, 6)},
+          {"embed", tensor_to_json(a.embed, 6)},
+          {"biases", tensor_to_json(a.biases, 6)},
+          {"logits", tensor_to_json(a.logits, 6)},
+          {"heads_total", head_table(a.heads.sum(0))},
+          {"mlps_total", tensor_to_json(a.mlps.sum(0), 6)}};
+}
+
 json training_json(const TrainingCurves& c) {
   json train = json::array(), eval = json::array();
   for (const auto& [step, loss] : c.train) train.push_back({step, loss});
@@ -173,6 +204,8 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
   if (in.ablation) doc["ablation"] = ablation_json(*in.ablation);
   if (in.priors) doc["priors"] = priors_json(*in.priors, heatmap);
   if (in.lens) doc["logit_lens"] = lens_json(*in.lens, *run.tokenizer);
+  if (in.composition) doc["composition"] = composition_json(*in.composition);
+  if (in.attribution) doc["attribution"] = attribution_json(*in.attribution, *run.tokenizer);
   if (in.patching) doc["patching"] = patching_json(*in.patching, *run.tokenizer);
   if (in.training_asked)
     doc["training"] = in.training ? training_json(*in.training) : json(nullptr);

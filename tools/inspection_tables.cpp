@@ -123,6 +123,45 @@ void print_logit_lens(const LensView& v, const LoadedRun& run) {
   std::printf("\n");
 }
 
+void print_composition(const CompositionScores& c) {
+  std::printf("composition scores, the strongest pairs (docs/INSPECT.md: Composition)\n");
+  const int64_t nh = c.q.size(1), n = c.q.size(0) * nh;
+  for (const auto& [name, t] : {std::pair{"Q", &c.q}, std::pair{"K", &c.k}, std::pair{"V", &c.v}}) {
+    const auto top = t->reshape({n * n}).topk(std::min<int64_t>(5, n * n));
+    std::printf("  %s:", name);
+    for (int64_t j = 0; j < std::get<0>(top).size(0); ++j) {
+      const int64_t i = std::get<1>(top)[j].item<int64_t>(), a = i / n, b = i % n;
+      if (std::get<0>(top)[j].item<double>() <= 0) break;  // a one-layer model has no pairs
+      std::printf("  %lld.%lld->%lld.%lld %.3f", static_cast<long long>(a / nh),
+                  static_cast<long long>(a % nh), static_cast<long long>(b / nh),
+                  static_cast<long long>(b % nh), std::get<0>(top)[j].item<double>());
+    }
+    std::printf("\n");
+  }
+  std::printf("\n");
+}
+
+void print_attribution(const AttributionView& v) {
+  const LogitAttribution& a = v.attribution;
+  const torch::Tensor heads = a.heads.sum(0), mlps = a.mlps.sum(0);
+  std::printf(
+      "direct logit attribution, summed over the %lld positions of the prompt: each part's "
+      "direct share of the next token's logit (total %.3f; embedding %.3f, biases %.3f)\n",
+      static_cast<long long>(a.targets.numel()), a.logits.sum().item<double>(),
+      a.embed.sum().item<double>(), a.biases.sum().item<double>());
+  std::printf("layer     mlp | heads:");
+  for (int64_t h = 0; h < heads.size(1); ++h) std::printf(" %7lld", static_cast<long long>(h));
+  std::printf("\n");
+  for (int64_t l = 0; l < heads.size(0); ++l) {
+    std::printf("%5lld %s |       ", static_cast<long long>(l),
+                table_cell(mlps[l].item<double>()).c_str());
+    for (int64_t h = 0; h < heads.size(1); ++h)
+      std::printf(" %s", table_cell(at(heads, l, h)).c_str());
+    std::printf("\n");
+  }
+  std::printf("  (per position in --json and --html)\n\n");
+}
+
 void print_patching(const PatchingView& v, const LoadedRun& run) {
   const PatchingResult& r = v.result;
   std::printf(
@@ -166,6 +205,8 @@ void print_inspection(const Inspection& in, const LoadedRun& run) {
   if (in.ablation) print_ablation(*in.ablation);
   if (in.priors) print_priors(*in.priors);
   if (in.lens) print_logit_lens(*in.lens, run);
+  if (in.composition) print_composition(*in.composition);
+  if (in.attribution) print_attribution(*in.attribution);
   if (in.patching) print_patching(*in.patching, run);
   std::fflush(stdout);
 }

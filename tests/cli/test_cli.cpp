@@ -193,6 +193,12 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   EXPECT_EQ(j["priors"]["tokens"]["scores"][1][1].size(), static_cast<size_t>(V));
   EXPECT_EQ(j["logit_lens"]["stages"].size(), static_cast<size_t>(L + 1));
   EXPECT_EQ(j["logit_lens"]["stages"][L]["top"].size(), static_cast<size_t>(T));
+  EXPECT_EQ(j["composition"]["k"][0][1][1].size(), static_cast<size_t>(H));  // [LA][HA][LB][HB]
+  EXPECT_EQ(j["composition"]["strongest"]["q"]["to"]["layer"], 1);
+  EXPECT_EQ(j["attribution"]["heads"].size(), static_cast<size_t>(T - 1));   // [position][L][H]
+  EXPECT_EQ(j["attribution"]["heads"][0][1].size(), static_cast<size_t>(H));
+  EXPECT_EQ(j["attribution"]["targets"][0], "O");  // "ROMEO: hi": after R comes O
+  EXPECT_EQ(j["attribution"]["heads_total"].size(), static_cast<size_t>(L));
   // The training-time probe scores of metrics.jsonl, one per eval.
   const auto& evals = j["training"]["probe"];
   ASSERT_EQ(evals.size(), 3u);  // steps 0, 2, 4

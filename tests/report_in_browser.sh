@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The inspect report in a real browser: train a tiny run, write its report and JSON, and let
 # tests/browser/report_test.mjs drive Debian's Chromium over them; then again for a run
-# without metrics.jsonl, whose report must say so and still open cleanly.
+# without metrics.jsonl (and without patching texts), whose report must say so and still
+# open cleanly.
 #   tests/report_in_browser.sh TINYLM SOURCE_DIR
 set -euo pipefail
 tinylm=$1
@@ -13,11 +14,13 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-"$tinylm" train "$src/configs/tiny.toml" --out "$work/run" --threads 1 --train.max_iters=40 \
+# 300 steps learn enough bigrams that "ROMEO:" and "ROMEO " predict different tokens, which
+# activation patching needs.
+"$tinylm" train "$src/configs/tiny.toml" --out "$work/run" --threads 1 --train.max_iters=300 \
   --data.cache_dir="$work/cache" \
   > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
 "$tinylm" inspect "$work/run" --html "$work/report.html" --json "$work/report.json" \
-  --windows 8 --probes 2 --threads 1 > /dev/null
+  --windows 8 --probes 2 --threads 1 --clean "ROMEO:" --corrupt "ROMEO " > /dev/null
 node "$src/tests/browser/report_test.mjs" "$work/report.html" "$work/report.json"
 
 rm "$work/run/metrics.jsonl"

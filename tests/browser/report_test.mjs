@@ -4,7 +4,9 @@
 // Fails on any console error, page error or network request; checks that there are
 // L x nh attention heatmaps, that clicking one shows that head with the prompt's tokens,
 // that hovering a token colours what it reads from, that the head-score table sorts, and
-// that the numbers on the page are the JSON's.
+// that the numbers on the page are the JSON's; that the composition view lists every head,
+// draws its graph and switches mode; that attribution's parts add up to its logit row; and
+// that the patching heatmaps hold the JSON's fractions.
 import { chromium } from "playwright-core";
 import { readFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
@@ -79,6 +81,32 @@ try {
   check(await page.locator("#ablation tbody tr").count() === L * H, "ablation table does not list every head");
   if (doc.priors.positions) check(await page.locator("canvas.prior-thumb").count() >= L * H, "position priors missing");
   check(await page.locator("#training-charts svg").count() >= (doc.training ? 1 : 0), "training charts missing");
+  // Composition: an n x n table, the strongest pair (K first, then Q on a click), the graph.
+  const c = doc.composition;
+  check(await page.locator("#composition-table tbody tr").count() === L * H, "composition table does not list every head");
+  const pair = (p) => `${p.from.layer}.${p.from.head} \u2192 ${p.to.layer}.${p.to.head}`;
+  check(await page.textContent("#composition-strongest") === pair(c.strongest.k), "strongest K pair differs from the JSON's");
+  if (L > 1) check(await page.locator("#composition-graph line.edge").count() > 0, "the composition graph has no edges");
+  await page.locator("#composition-modes button[data-mode='q']").click();
+  check(await page.textContent("#composition-strongest") === pair(c.strongest.q), "the Q button does not show the strongest Q pair");
+
+  // Attribution: the logit row's total is the JSON's logits summed; every part is a row.
+  const a = doc.attribution;
+  const partRows = 1 + L * H + a.mlps_total.filter((v) => v !== null).length + 2;
+  check(await page.locator("#attribution-table tbody tr").count() === partRows, "attribution table misses parts");
+  const logitTotal = await page.locator("#attribution-table tbody tr").last().locator("td").last().getAttribute("data-value");
+  const jsonTotal = a.logits.reduce((x, y) => x + y, 0);
+  check(Math.abs(Number(logitTotal) - jsonTotal) < 1e-6 * Math.max(1, Math.abs(jsonTotal)), `attribution total ${logitTotal} != ${jsonTotal}`);
+
+  // Patching, when the JSON has it: the heads' heatmap holds its fractions.
+  if (doc.patching) {
+    check(await page.locator("#patching-heads tbody tr").count() === L, "patching heatmap does not have a row per layer");
+    const shownFraction = await page.locator("#patching-heads tbody tr").nth(L - 1).locator("td").nth(H).textContent();
+    check(shownFraction === doc.patching.heads[L - 1][H - 1].toFixed(3), `patching fraction ${shownFraction} != ${doc.patching.heads[L - 1][H - 1]}`);
+    check(await page.locator("#patching-resid tbody tr").count() === L, "resid_pre heatmap does not have a row per layer");
+  } else {
+    check(!(await page.locator("#patching-section").isVisible()), "a patching section without patching data");
+  }
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
   failures.push(...errors);
   console.log(`report drawn in ${renderMs} ms, ready ${readyMs} ms after navigation (${L} layers x ${H} heads, ${tokens.length} tokens)`);

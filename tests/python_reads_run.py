@@ -6,6 +6,8 @@ positions, RMSNorm, SwiGLU, grouped-query attention), then reads config.json,
 tokenizer.json and model.safetensors by hand (8-byte header length, JSON header, raw
 little-endian bytes), checks names and shapes against docs/FORMATS.md, runs the GPT forward pass
 in numpy (float64), and checks that its loss on a text equals `tinylm eval --text` to 1e-5.
+Then reads the last snapshot of the heads (snapshots/step_00000030.safetensors, float16
+patterns) and checks its patterns on the text probe against the numpy forward pass's.
 
 usage: python_reads_run.py TINYLM_BINARY SOURCE_DIR
 """
@@ -26,7 +28,7 @@ def read_safetensors(path):
     header = json.loads(data[8:8 + n])
     header.pop("__metadata__", None)
     body = data[8 + n:]
-    dtypes = {"F32": "<f4", "I64": "<i8", "F64": "<f8", "I32": "<i4", "U8": "u1"}
+    dtypes = {"F32": "<f4", "I64": "<i8", "F64": "<f8", "F16": "<f2", "I32": "<i4", "U8": "u1"}
     tensors = {}
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
@@ -64,8 +66,9 @@ def expected_shapes(cfg):
     return shapes
 
 
-def forward(w, cfg, idx):
-    """Logits (T, V) for one sequence of token ids, in float64."""
+def forward(w, cfg, idx, patterns=None):
+    """Logits (T, V) for one sequence of token ids, in float64; each head's pattern (T, T),
+    layer by layer, appended to `patterns` when given."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
     T, C, nh = len(idx), cfg["n_embd"], cfg["n_head"]
     hs, n_kv = C // nh, cfg.get("n_kv_head") or nh
@@ -107,7 +110,10 @@ def forward(w, cfg, idx):
             scores = qh @ kh.T / math.sqrt(hs)
             scores[mask] = -np.inf
             a = np.exp(scores - scores.max(-1, keepdims=True))
-            out.append((a / a.sum(-1, keepdims=True)) @ vh)
+            a = a / a.sum(-1, keepdims=True)
+            if patterns is not None:
+                patterns.append(a)
+            out.append(a @ vh)
         x = x + linear(np.concatenate(out, -1), p + "attn.c_proj")
         hidden = linear(norm(x, p + "ln_2"), p + "mlp.c_fc")
         if cfg.get("mlp") == "swiglu":
@@ -170,6 +176,16 @@ def check_run(binary, source, block):
         assert theirs["tokens"] == len(ids) - 1
         assert abs(ours - theirs["loss"]) < 1e-5, (ours, theirs["loss"])
         assert ours < math.log(len(vocab)) - 0.3, "the run should have learned something"
+
+        snapshot = read_safetensors(os.path.join(run, "snapshots", "step_00000030.safetensors"))
+        stored = snapshot["text_pattern"]  # (L, nh, T, T) float16, from the final weights
+        assert stored.dtype == np.float16 and stored.shape[:2] == (cfg["n_layer"], cfg["n_head"])
+        patterns = []
+        forward(weights, cfg, snapshot["text_tokens"], patterns)
+        ours = np.array(patterns).reshape(stored.shape)
+        worst = np.abs(ours - stored.astype(np.float64)).max()
+        print(f"snapshot patterns against numpy's: largest difference {worst:.2e}")
+        assert worst < 1e-3, worst
 
 
 if __name__ == "__main__":

@@ -150,6 +150,9 @@ std::vector<ConfigKey<TrainConfig>> train_keys() {
           "steps between loss estimates and checkpoints"),
       key("eval_iters", &T::eval_iters, at_least(1), "random batches per loss estimate"),
       key("log_interval", &T::log_interval, at_least(1), "steps between log lines"),
+      key("snapshots", &T::snapshots, anything(),
+          "record every head's patterns and scores at steps 0, 1, 2, 5, 10, 20, ... and at "
+          "evals, in RUN/snapshots/, for the report"),
       key("seed", &T::seed, at_least(0), "init, batches, dropout and the probe"),
       key("dtype", &T::dtype, anything(),
           "precision of the matmuls (autocast); auto = bfloat16 where the CPU has AMX-BF16 or "

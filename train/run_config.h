@@ -66,6 +66,7 @@ struct TrainConfig {
   int64_t eval_interval = 250;
   int64_t eval_iters = 20;
   int64_t log_interval = 10;
+  bool snapshots = true;  // train/snapshots.h
   int64_t seed = 1337;
   Dtype dtype = Dtype::kAuto;  // train/precision.h chooses
   std::string device = "cpu";

@@ -18,6 +18,7 @@ const std::vector<std::pair<std::string, torch::ScalarType>>& dtypes() {
   static const std::vector<std::pair<std::string, torch::ScalarType>> table = {
       {"F32", torch::kFloat32},
       {"F64", torch::kFloat64},
+      {"F16", torch::kHalf},
       {"I64", torch::kInt64},
       {"I32", torch::kInt32},
       {"U8", torch::kUInt8}};

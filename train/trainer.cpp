@@ -15,6 +15,7 @@
 
 #include "data/batches.h"
 #include "data/io/fingerprint.h"
+#include "model/analysis/head_snapshot.h"
 #include "model/analysis/induction_probe.h"
 #include "model/gpt.h"
 #include "train/checkpoint.h"
@@ -23,6 +24,7 @@
 #include "train/precision.h"
 #include "train/progress.h"
 #include "train/run_corpus.h"
+#include "train/snapshots.h"
 #include "train/train_step.h"
 
 namespace tinylm {
@@ -202,6 +204,7 @@ class Trainer {
   StepResult train_one_step(int64_t step);
   void log_step(int64_t step, const StepResult& result, double seconds);
   void checkpoint(const fs::path& dir);
+  void snapshot(int64_t step);
   TrainResult finish();
 
   RunConfig config_;
@@ -217,6 +220,9 @@ class Trainer {
   const TrainConfig step_config_ = with_dtype(t_, precision_.dtype);  // t_, dtype chosen
   Generators rng_{t_.seed};
   torch::Tensor probe_;  // the induction probe, recorded at every eval; undefined without it
+  torch::Tensor snapshot_text_;  // the snapshots' text probe; undefined when none are taken
+  int64_t snapshots_taken_ = 0;
+  double snapshot_seconds_ = 0.0;
   GPT model_{nullptr};
   std::optional<AdamW> optimizer_;
   TrainingState state_;
@@ -239,6 +245,12 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
   if (probe_half_length(config_.model) >= 2 && device_.is_cpu() && writer_) {
     probe_ = repeated_random_tokens(kTrainingProbes, probe_half_length(config_.model),
                                     data_.tokenizer->vocab_size(), rng_.probe);
+  }
+  // Snapshots read the same probe, and the first tokens of the val split.
+  if (probe_.defined() && t_.snapshots && data_.val_split.tokens.size() >= 2) {
+    const int64_t T =
+        std::min<int64_t>({config_.model.block_size, 64, data_.val_split.tokens.size()});
+    snapshot_text_ = data_.val_split.tokens.slice(0, T).to_tensor();
   }
   model_ = GPT(config_.model);
   model_->init_weights(rng_.init);
@@ -381,6 +393,16 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
   if (improved) checkpoint(out_ / "best");
 }
 
+void Trainer::snapshot(int64_t step) {
+  if (!snapshot_text_.defined() || !is_snapshot_step(step, t_.eval_interval, t_.max_iters)) return;
+  if (fs::exists(snapshot_path(out_, step))) return;  // taken before a resume
+  const auto start = Clock::now();
+  save_snapshot(out_, step, snapshot_heads(model_, snapshot_text_, probe_[0]), snapshot_text_,
+                probe_[0]);
+  snapshot_seconds_ += seconds_since(start);
+  ++snapshots_taken_;
+}
+
 StepResult Trainer::train_one_step(int64_t step) {
   seed_dropout(device_, t_.seed, step, rank_);
   const bool stop_wanted = options_.stop_requested && options_.stop_requested->load();
@@ -422,6 +444,7 @@ TrainResult Trainer::run() {
     const int64_t step = state_.step;
     const bool eval_due = step % t_.eval_interval == 0 || step == t_.max_iters;
     if (eval_due && state_.last_eval_step != step) evaluate_and_checkpoint(step);
+    snapshot(step);
     if (step >= t_.max_iters) return finish();
     const auto t_step = Clock::now();
     const StepResult result = train_one_step(step);
@@ -456,6 +479,12 @@ TrainResult Trainer::finish() {
         "done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
         steps, elapsed, elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss,
         out_.string());
+  }
+  if (snapshots_taken_ > 0) {
+    spdlog::info(
+        "snapshots of the heads: {} taken in {:.2f} s, {:.1f}% of this run's {:.1f} s ({})",
+        snapshots_taken_, snapshot_seconds_, 100.0 * snapshot_seconds_ / elapsed, elapsed,
+        (out_ / "snapshots").string());
   }
   return {TrainOutcome::kFinished, state_.step, val_loss_};
 }

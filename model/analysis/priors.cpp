@@ -20,7 +20,7 @@ HeadProjections project(Block& block, const torch::Tensor& x) {
 
 }  // namespace
 
-Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
+Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab, bool ov_top1) {
   torch::NoGradGuard no_grad;
   const ModelConfig& c = model->config();
   const int64_t L = c.n_layer, nh = c.n_head, hs = c.head_size(), V = c.vocab_size;
@@ -59,7 +59,7 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
       const double abs_sum = torch::linalg::eigvals(small).abs().sum().item<double>();
       layer_copying.push_back(abs_sum > 0 ? small.trace().item<double>() / abs_sum : 0.0);
       int64_t own_top = 0;
-      for (int64_t start = 0; start < V; start += 1024) {  // M by blocks of rows
+      for (int64_t start = 0; ov_top1 && start < V; start += 1024) {  // M by blocks of rows
         const int64_t end = std::min(V, start + 1024);
         const torch::Tensor best = f.slice(0, start, end).matmul(g).argmax(1);  // (rows,)
         own_top += (best == torch::arange(start, end, torch::kInt64)).sum().item<int64_t>();
@@ -84,7 +84,7 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab) {
   }
   if (!tok_scores.empty()) priors.token_scores = torch::stack(tok_scores);
   priors.ov_copying = torch::stack(copying);
-  priors.ov_top1 = torch::stack(top1);
+  if (ov_top1) priors.ov_top1 = torch::stack(top1);
   return priors;
 }
 

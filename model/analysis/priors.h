@@ -31,9 +31,12 @@ struct Priors {
   torch::Tensor position_previous_token;  // (L, nh) previous-token score of that pattern
   torch::Tensor token_scores;             // (L, nh, V, V) when V <= max_vocab, else undefined
   torch::Tensor ov_copying;               // (L, nh)
-  torch::Tensor ov_top1;                  // (L, nh)
+  torch::Tensor ov_top1;                  // (L, nh); undefined unless asked for
 };
 
-Priors head_priors(GPT& model, int64_t max_positions = 64, int64_t max_vocab = 128);
+// `ov_top1`: also the top-1 fractions, which read the whole V x V circuit (the rest reads
+// hs x hs matrices, or V x V only up to max_vocab).
+Priors head_priors(GPT& model, int64_t max_positions = 64, int64_t max_vocab = 128,
+                   bool ov_top1 = true);
 
 }  // namespace tinylm

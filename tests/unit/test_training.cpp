@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/io/files.h"
 #include "test_util.h"
 #include "train/checkpoint.h"
 #include "train/safetensors.h"
@@ -83,6 +84,43 @@ TEST_P(ResumedRun, EqualsUnbrokenRun) {
   const auto wa = load_safetensors(unbroken.path() / "run/model.safetensors").tensors;
   const auto wb = load_safetensors(resumed.path() / "run/model.safetensors").tensors;
   for (const auto& [name, tensor] : wa) EXPECT_TRUE(torch::equal(tensor, wb.at(name))) << name;
+  // The heads' snapshots too: at steps 0, 1, 2, 5, 10 and the evals, byte for byte.
+  const auto snapshots = [](const std::filesystem::path& run) {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(run / "snapshots"))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> names = snapshots(unbroken.path() / "run");
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"step_00000000.safetensors", "step_00000001.safetensors",
+                                      "step_00000002.safetensors", "step_00000004.safetensors",
+                                      "step_00000005.safetensors", "step_00000008.safetensors",
+                                      "step_00000010.safetensors", "step_00000012.safetensors"}));
+  EXPECT_EQ(snapshots(resumed.path() / "run"), names);
+  for (const std::string& name : names) {
+    EXPECT_EQ(read_file(unbroken.path() / "run/snapshots" / name),
+              read_file(resumed.path() / "run/snapshots" / name))
+        << name;
+  }
+}
+
+TEST(Training, SnapshotsChangeNothingTheRunLearns) {
+  // Snapshots read the model and draw no random number: with them off, the same weights.
+  TempDir with, without;
+  RunConfig config = tiny_config(6);
+  TrainOptions options;
+  options.progress = false;
+  options.out_dir = with.path() / "run";
+  train(config, options);
+  config.train.snapshots = false;
+  options.out_dir = without.path() / "run";
+  train(config, options);
+  EXPECT_EQ(read_file(with.path() / "run/model.safetensors"),
+            read_file(without.path() / "run/model.safetensors"));
+  EXPECT_TRUE(std::filesystem::is_directory(with.path() / "run/snapshots"));
+  EXPECT_FALSE(std::filesystem::exists(without.path() / "run/snapshots"));
 }
 
 TEST(Training, WritesTheRunDirectoryAndLearns) {

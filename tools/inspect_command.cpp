@@ -178,6 +178,7 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   if (v.everything) {
     out.training_asked = true;
     out.training = read_training_curves(out, args.run);
+    out.snapshots = read_snapshots(out, args.run);
   }
   return out;
 }

@@ -115,6 +115,37 @@ PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const st
   return v;
 }
 
+std::optional<SnapshotsView> read_snapshots(Inspection& out, const fs::path& run_dir) {
+  fs::path dir = fs::absolute(run_dir).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();
+  if (!fs::is_directory(dir / "snapshots") && dir.filename() == "best") dir = dir.parent_path();
+  const std::vector<StoredSnapshot> stored = load_snapshots(dir);
+  if (stored.empty()) {
+    out.notes.push_back("no snapshots in " + run_dir.string() +
+                        ": the report cannot replay training (train.snapshots)");
+    return std::nullopt;
+  }
+  SnapshotsView v;
+  v.text = stored.back().text;
+  v.probe = stored.back().probe;
+  std::map<std::string, std::vector<torch::Tensor>> series;
+  for (const StoredSnapshot& s : stored) {
+    v.steps.push_back(s.step);
+    v.text_patterns.push_back(s.heads.text_pattern);
+    v.probe_patterns.push_back(s.heads.probe_pattern);
+    if (s.heads.position_pattern.defined()) v.position_patterns.push_back(s.heads.position_pattern);
+    series["ov_copying"].push_back(s.heads.ov_copying);
+    series["entropy"].push_back(s.heads.entropy);
+    series["mean_distance"].push_back(s.heads.mean_distance);
+    series["previous_token"].push_back(s.heads.previous_token);
+    series["induction"].push_back(s.heads.induction);
+  }
+  for (const auto& [name, list] : series) v.scores[name] = torch::stack(list);
+  for (const char* name : {"previous_token", "induction"})
+    v.formed[name] = formation_steps(v.steps, v.scores[name]);
+  return v;
+}
+
 std::optional<TrainingCurves> read_training_curves(Inspection& out, const fs::path& run_dir) {
   const fs::path path = metrics_path(run_dir);
   std::ifstream in(path);

@@ -22,6 +22,7 @@
 #include "model/analysis/logit_lens.h"
 #include "model/analysis/priors.h"
 #include "train/checkpoint.h"
+#include "train/snapshots.h"
 
 namespace tinylm {
 
@@ -76,6 +77,15 @@ struct TrainingCurves {
   std::vector<nlohmann::json> probe;  // each eval's "probe" record, with its step
 };
 
+// The run's snapshots of the heads, gathered over steps.
+struct SnapshotsView {
+  std::vector<int64_t> steps;
+  torch::Tensor text, probe;                    // the probes' tokens (of the last snapshot)
+  std::map<std::string, torch::Tensor> scores;  // name -> (S, L, nh)
+  std::map<std::string, torch::Tensor> formed;  // previous_token, induction -> (L, nh) steps
+  std::vector<torch::Tensor> text_patterns, probe_patterns, position_patterns;  // per step
+};
+
 struct Inspection {
   std::filesystem::path run_dir;
   std::optional<int64_t> step;  // from state.json, when there is one
@@ -87,6 +97,7 @@ struct Inspection {
   std::optional<PatchingView> patching;
   std::optional<CompositionScores> composition;
   std::optional<AttributionView> attribution;
+  std::optional<SnapshotsView> snapshots;  // absent when the run has none
   std::optional<TrainingCurves> training;  // asked for, but absent: notes say so
   bool training_asked = false;
   std::vector<std::string> notes;  // said on stderr, and shown in the report
@@ -107,6 +118,7 @@ AttributionView inspect_attribution(Inspection& out, LoadedRun& run, const std::
 // the last token.
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
                               int64_t position);
+std::optional<SnapshotsView> read_snapshots(Inspection& out, const std::filesystem::path& run_dir);
 std::optional<TrainingCurves> read_training_curves(Inspection& out,
                                                    const std::filesystem::path& run_dir);
 

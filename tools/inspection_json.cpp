@@ -170,6 +170,24 @@ json attribution_json(const AttributionView& v, const Tokenizer& tokenizer) {
           {"mlps_total", tensor_to_json(a.mlps.sum(0), 6)}};
 }
 
+json snapshots_json(const SnapshotsView& v, const Tokenizer& tokenizer,
+                    const HeatmapEncoder& heatmap) {
+  json scores, formed, text = json::array(), probe = json::array(), positions = json::array();
+  for (const auto& [name, t] : v.scores) scores[name] = tensor_to_json(t, 4);
+  for (const auto& [name, t] : v.formed) formed[name] = head_table(t);
+  for (const auto& p : v.text_patterns) text.push_back(heatmap(p, true));
+  for (const auto& p : v.probe_patterns) probe.push_back(heatmap(p, true));
+  for (const auto& p : v.position_patterns) positions.push_back(heatmap(p, true));
+  return {{"steps", v.steps},
+          {"text_tokens", token_labels(tokenizer, v.text)},
+          {"probe_tokens", token_labels(tokenizer, v.probe)},
+          {"scores", scores},
+          {"formed", formed},
+          {"text_patterns", text},
+          {"probe_patterns", probe},
+          {"position_patterns", positions}};
+}
+
 json training_json(const TrainingCurves& c) {
   json train = json::array(), eval = json::array();
   for (const auto& [step, loss] : c.train) train.push_back({step, loss});
@@ -207,6 +225,7 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
   if (in.composition) doc["composition"] = composition_json(*in.composition);
   if (in.attribution) doc["attribution"] = attribution_json(*in.attribution, *run.tokenizer);
   if (in.patching) doc["patching"] = patching_json(*in.patching, *run.tokenizer);
+  if (in.snapshots) doc["snapshots"] = snapshots_json(*in.snapshots, *run.tokenizer, heatmap);
   if (in.training_asked)
     doc["training"] = in.training ? training_json(*in.training) : json(nullptr);
   doc["notes"] = in.notes;

@@ -1,17 +1,19 @@
 #include "tools/inspection_tables.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 namespace tinylm {
 namespace {
 
 // A number in a fixed-width cell; NaN (a score no row has) as "-".
 std::string table_cell(double v, const char* format = "%7.3f") {
-  if (std::isnan(v)) return "      -";
   char text[32];
-  std::snprintf(text, sizeof text, format, v);
-  return text;
+  std::snprintf(text, sizeof text, format, std::isnan(v) ? 0.0 : v);
+  if (!std::isnan(v)) return text;
+  return std::string(std::max<size_t>(1, std::strlen(text)) - 1, ' ') + "-";  // as wide
 }
 
 double at(const torch::Tensor& table, int64_t l, int64_t h) { return table[l][h].item<double>(); }
@@ -197,6 +199,29 @@ void print_patching(const PatchingView& v, const LoadedRun& run) {
   std::printf("\n");
 }
 
+void print_snapshots(const SnapshotsView& v) {
+  std::printf(
+      "snapshots of the heads at %zu steps, %lld to %lld: when each formed (its score first "
+      "crossed half its last)\n",
+      v.steps.size(), static_cast<long long>(v.steps.front()),
+      static_cast<long long>(v.steps.back()));
+  std::printf("head   prev-tok formed  induct formed | last: prev-tok  induct  distance\n");
+  const torch::Tensor &prev = v.formed.at("previous_token"), &ind = v.formed.at("induction");
+  const int64_t S = static_cast<int64_t>(v.steps.size());
+  for (int64_t l = 0; l < prev.size(0); ++l) {
+    for (int64_t h = 0; h < prev.size(1); ++h) {
+      std::printf(
+          "%lld.%-3lld %s %s |      %s %s %s\n", static_cast<long long>(l),
+          static_cast<long long>(h), table_cell(at(prev, l, h), "%15.0f").c_str(),
+          table_cell(at(ind, l, h), "%14.0f").c_str(),
+          table_cell(v.scores.at("previous_token")[S - 1][l][h].item<double>(), "%9.3f").c_str(),
+          table_cell(v.scores.at("induction")[S - 1][l][h].item<double>()).c_str(),
+          table_cell(v.scores.at("mean_distance")[S - 1][l][h].item<double>(), "%9.2f").c_str());
+    }
+  }
+  std::printf("\n");
+}
+
 }  // namespace
 
 void print_inspection(const Inspection& in, const LoadedRun& run) {
@@ -208,6 +233,7 @@ void print_inspection(const Inspection& in, const LoadedRun& run) {
   if (in.composition) print_composition(*in.composition);
   if (in.attribution) print_attribution(*in.attribution);
   if (in.patching) print_patching(*in.patching, run);
+  if (in.snapshots) print_snapshots(*in.snapshots);
   std::fflush(stdout);
 }
 

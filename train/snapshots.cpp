@@ -102,8 +102,9 @@ torch::Tensor formation_steps(const std::vector<int64_t>& steps, const torch::Te
   const torch::Tensor flat = s.view({S, n});
   for (int64_t h = 0; h < n; ++h) {
     const double last = flat[S - 1][h].item<double>();
-    if (!(last > 0)) continue;
-    for (int64_t i = 0; i < S; ++i) {
+    // A score at half its last from the start never crossed it: that head did not form.
+    if (!(last > 0) || flat[0][h].item<double>() >= last / 2) continue;
+    for (int64_t i = 1; i < S; ++i) {
       if (flat[i][h].item<double>() >= last / 2) {
         out[h] = static_cast<double>(steps[static_cast<size_t>(i)]);
         break;

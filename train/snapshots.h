@@ -34,8 +34,9 @@ struct StoredSnapshot {
 // std::runtime_error naming a file that is not a snapshot.
 std::vector<StoredSnapshot> load_snapshots(const std::filesystem::path& run_dir);
 
-// For each head, the first step whose score reached half the last snapshot's (scores (S, L,
-// nh) at `steps`): when the head "formed". NaN where the last score is not above 0.
+// For each head, the first step whose score crossed half the last snapshot's (scores (S, L,
+// nh) at `steps`): when the head "formed". NaN where the last score is not above 0, or where
+// the first is already at half of it (the score never crossed: nothing formed).
 torch::Tensor formation_steps(const std::vector<int64_t>& steps, const torch::Tensor& scores);
 
 }  // namespace tinylm

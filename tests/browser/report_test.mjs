@@ -107,6 +107,22 @@ try {
   } else {
     check(!(await page.locator("#patching-section").isVisible()), "a patching section without patching data");
   }
+  // Snapshots: the slider replays each step's patterns; the formation table lists every head.
+  if (doc.snapshots) {
+    const sn = doc.snapshots, S = sn.steps.length;
+    check(await page.getAttribute("#snapshot-step", "data-step") === String(sn.steps[S - 1]), "the slider does not start at the last snapshot");
+    check(await page.locator("#snapshot-text-grid canvas.snapshot-thumb").count() === L * H, "the snapshot grid does not show every head");
+    await page.locator("#snapshot-slider").fill("0");
+    check(await page.getAttribute("#snapshot-step", "data-step") === String(sn.steps[0]), "moving the slider does not change the step");
+    const pixel = await page.locator("#snapshot-text-grid canvas.snapshot-thumb").first().evaluate((c) => Array.from(c.getContext("2d").getImageData(0, c.height - 1, 1, 1).data));
+    // The bottom-left cell of head 0.0 at step 0 (the JSON's value there, as the page's palette
+    // draws it: byte = round(255 v), red = 255 - 247 (byte / 255)^0.6).
+    const T = sn.text_patterns[0][0][0].length, v = sn.text_patterns[0][0][0][T - 1][0];
+    const red = Math.round(255 - 247 * Math.pow(Math.round(255 * v) / 255, 0.6));
+    check(Math.abs(pixel[0] - red) <= 2, `head 0.0 at step 0: pixel red ${pixel[0]}, the JSON's ${v} draws ${red}`);
+    check(await page.locator("#formation tbody tr").count() === L * H, "the formation table does not list every head");
+    check(await page.locator("#snapshot-charts svg").count() === 5, "the score-against-step charts are missing");
+  }
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
   failures.push(...errors);
   console.log(`report drawn in ${renderMs} ms, ready ${readyMs} ms after navigation (${L} layers x ${H} heads, ${tokens.length} tokens)`);

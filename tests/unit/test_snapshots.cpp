@@ -37,14 +37,16 @@ TEST(Snapshots, MeanAttentionDistanceWorkedExamples) {
   EXPECT_NEAR(mean_attention_distance(uniform.view({1, 1, T, T}))[0].item<double>(), 1.0, 1e-7);
 }
 
-TEST(Snapshots, AHeadFormsWhenItsScoreFirstReachesHalfItsLast) {
-  // Two heads over steps 0, 10, 100, 1000: one rises to 0.8 (half, 0.4, first reached at 100),
-  // one never rises above 0.
+TEST(Snapshots, AHeadFormsWhenItsScoreFirstCrossesHalfItsLast) {
+  // Three heads over steps 0, 10, 100, 1000: one rises to 0.8 (half, 0.4, first reached at
+  // 100); one never rises above 0; one starts at 0.3 and ends at 0.5, above half from the
+  // start: it never crossed, so it did not form.
   const torch::Tensor scores =
-      torch::tensor({0.0, 0.1, 0.5, 0.8, 0.0, -0.1, 0.0, -0.2}).view({2, 4}).t().reshape({4, 1, 2});
-  const torch::Tensor formed = formation_steps({0, 10, 100, 1000}, scores);
+      torch::tensor({0.0, 0.1, 0.5, 0.8, 0.0, -0.1, 0.0, -0.2, 0.3, 0.2, 0.4, 0.5}).view({3, 4});
+  const torch::Tensor formed = formation_steps({0, 10, 100, 1000}, scores.t().reshape({4, 1, 3}));
   EXPECT_EQ(formed[0][0].item<double>(), 100.0);
   EXPECT_TRUE(std::isnan(formed[0][1].item<double>()));
+  EXPECT_TRUE(std::isnan(formed[0][2].item<double>()));
 }
 
 TEST(Snapshots, HoldWhatTheAnalysesComputeAndReadBack) {

@@ -220,7 +220,8 @@ class Trainer {
   const TrainConfig step_config_ = with_dtype(t_, precision_.dtype);  // t_, dtype chosen
   Generators rng_{t_.seed};
   torch::Tensor probe_;  // the induction probe, recorded at every eval; undefined without it
-  torch::Tensor snapshot_text_;  // the snapshots' text probe; undefined when none are taken
+  torch::Tensor snapshot_text_;   // the snapshots' text probe; undefined when none are taken
+  torch::Tensor snapshot_probe_;  // ... and their induction probe
   int64_t snapshots_taken_ = 0;
   double snapshot_seconds_ = 0.0;
   GPT model_{nullptr};
@@ -251,6 +252,10 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
     const int64_t T =
         std::min<int64_t>({config_.model.block_size, 64, data_.val_split.tokens.size()});
     snapshot_text_ = data_.val_split.tokens.slice(0, T).to_tensor();
+    // The probe's first sequence with each half cut to 32 tokens: still a repeat, and
+    // patterns of at most 64 x 64 per head, as the text's.
+    const int64_t R = probe_.size(1) / 2, kept = std::min<int64_t>(R, 32);
+    snapshot_probe_ = torch::cat({probe_[0].slice(0, 0, kept), probe_[0].slice(0, R, R + kept)});
   }
   model_ = GPT(config_.model);
   model_->init_weights(rng_.init);
@@ -397,8 +402,8 @@ void Trainer::snapshot(int64_t step) {
   if (!snapshot_text_.defined() || !is_snapshot_step(step, t_.eval_interval, t_.max_iters)) return;
   if (fs::exists(snapshot_path(out_, step))) return;  // taken before a resume
   const auto start = Clock::now();
-  save_snapshot(out_, step, snapshot_heads(model_, snapshot_text_, probe_[0]), snapshot_text_,
-                probe_[0]);
+  save_snapshot(out_, step, snapshot_heads(model_, snapshot_text_, snapshot_probe_), snapshot_text_,
+                snapshot_probe_);
   snapshot_seconds_ += seconds_since(start);
   ++snapshots_taken_;
 }

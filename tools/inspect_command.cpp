@@ -1,5 +1,5 @@
 // `tinylm inspect RUN [--prompt TEXT] [--heads] [--ablate] [--priors] [--logit-lens] [--all]
-//                     [--composition] [--attribution]
+//                     [--composition] [--attribution] [--circuits]
 //                     [--patch --clean TEXT --corrupt TEXT [--position P]]
 //                     [--text FILE] [--windows N] [--probes N] [--seed S]
 //                     [--html FILE] [--json FILE]`
@@ -79,7 +79,7 @@ void check_writable(const std::string& path, const char* flag) {
 struct InspectArgs {
   std::string run, prompt, text, html, json, clean, corrupt;
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
-       patch = false, composition = false, attribution = false;
+       patch = false, composition = false, attribution = false, circuits = false;
   int64_t windows = 32, probes = 8, seed = 0, position = -1;
   int threads = 0;
   std::string device = "cpu";
@@ -87,7 +87,8 @@ struct InspectArgs {
 
 // Which views the flags ask for.
 struct Views {
-  bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution;
+  bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution,
+      circuits;
 };
 
 Views chosen_views(const InspectArgs& args) {
@@ -101,12 +102,14 @@ Views chosen_views(const InspectArgs& args) {
                 everything || !args.prompt.empty(),
                 args.patch || (everything && texts),
                 everything || args.composition,
-                everything || args.attribution};
+                everything || args.attribution,
+                everything || args.circuits};
   if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch && !v.composition &&
-      !v.attribution) {
+      !v.attribution && !v.circuits) {
     throw UsageError(
         "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
-        "--composition, --attribution, --patch, --all, or --html FILE for all of them");
+        "--composition, --attribution, --circuits, --patch, --all, or --html FILE for all of "
+        "them");
   }
   if (v.patch && (args.clean.empty() || args.corrupt.empty()))
     throw UsageError("--patch needs both --clean TEXT and --corrupt TEXT");
@@ -171,6 +174,7 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   if (v.priors) out.priors = inspect_priors(out, run);
   if (v.lens) out.lens = inspect_logit_lens(out, run, prompt);
   if (v.composition) out.composition = composition_scores(run.model);
+  if (v.circuits) out.circuits = token_circuits(run.model);
   if (v.attribution) out.attribution = inspect_attribution(out, run, prompt);
   if (v.patch) out.patching = inspect_patching(run, args.clean, args.corrupt, args.position);
   if (v.everything && !v.patch)
@@ -249,6 +253,8 @@ Command add_inspect_command(CLI::App& app) {
   cmd->add_flag("--attribution", args->attribution,
                 "Direct logit attribution: each head's and MLP's part of the next token's logit "
                 "on the prompt");
+  cmd->add_flag("--circuits", args->circuits,
+                "Each head's OV and QK circuits in tokens: their top singular directions");
   cmd->add_flag("--patch", args->patch,
                 "Activation patching: how much of the clean text's answer each head, residual "
                 "and layer output restores in the corrupted text");

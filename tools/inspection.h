@@ -21,6 +21,7 @@
 #include "model/analysis/logit_attribution.h"
 #include "model/analysis/logit_lens.h"
 #include "model/analysis/priors.h"
+#include "model/analysis/token_circuits.h"
 #include "train/checkpoint.h"
 #include "train/snapshots.h"
 
@@ -96,6 +97,7 @@ struct Inspection {
   std::optional<LensView> lens;
   std::optional<PatchingView> patching;
   std::optional<CompositionScores> composition;
+  std::optional<TokenCircuits> circuits;
   std::optional<AttributionView> attribution;
   std::optional<SnapshotsView> snapshots;  // absent when the run has none
   std::optional<TrainingCurves> training;  // asked for, but absent: notes say so

@@ -188,6 +188,38 @@ json snapshots_json(const SnapshotsView& v, const Tokenizer& tokenizer,
           {"position_patterns", positions}};
 }
 
+// The k tokens with the largest weights of a unit vector over the vocabulary.
+json top_tokens(const torch::Tensor& vector, const Tokenizer& tokenizer, int64_t k = 5) {
+  const auto [weights, ids] = vector.topk(std::min<int64_t>(k, vector.size(0)));
+  json out = json::array();
+  for (int64_t i = 0; i < ids.size(0); ++i)
+    out.push_back({{"token", tokenizer.token_label(ids[i].item<int64_t>())},
+                   {"weight", rounded(weights[i].item<double>(), 4)}});
+  return out;
+}
+
+json circuits_json(const TokenCircuits& c, const Tokenizer& tokenizer) {
+  const auto directions = [&](const std::vector<std::vector<SingularDirections>>& table,
+                              const char* left, const char* right) {
+    json layers = json::array();
+    for (const auto& layer : table) {
+      json heads = json::array();
+      for (const SingularDirections& d : layer) {
+        json list = json::array();
+        for (int64_t i = 0; i < d.values.size(0); ++i)
+          list.push_back({{"value", rounded(d.values[i].item<double>(), 6)},
+                          {"share", rounded(d.share[i].item<double>(), 6)},
+                          {left, top_tokens(d.left[i], tokenizer)},
+                          {right, top_tokens(d.right[i], tokenizer)}});
+        heads.push_back(list);
+      }
+      layers.push_back(heads);
+    }
+    return layers;
+  };
+  return {{"ov", directions(c.ov, "reads", "writes")}, {"qk", directions(c.qk, "queries", "keys")}};
+}
+
 json training_json(const TrainingCurves& c) {
   json train = json::array(), eval = json::array();
   for (const auto& [step, loss] : c.train) train.push_back({step, loss});
@@ -223,6 +255,7 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
   if (in.priors) doc["priors"] = priors_json(*in.priors, heatmap);
   if (in.lens) doc["logit_lens"] = lens_json(*in.lens, *run.tokenizer);
   if (in.composition) doc["composition"] = composition_json(*in.composition);
+  if (in.circuits) doc["circuits"] = circuits_json(*in.circuits, *run.tokenizer);
   if (in.attribution) doc["attribution"] = attribution_json(*in.attribution, *run.tokenizer);
   if (in.patching) doc["patching"] = patching_json(*in.patching, *run.tokenizer);
   if (in.snapshots) doc["snapshots"] = snapshots_json(*in.snapshots, *run.tokenizer, heatmap);

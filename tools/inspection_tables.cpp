@@ -143,6 +143,31 @@ void print_composition(const CompositionScores& c) {
   std::printf("\n");
 }
 
+// The five tokens a unit vector over the vocabulary weighs most.
+std::string top_labels(const torch::Tensor& vector, const LoadedRun& run) {
+  const auto ids = std::get<1>(vector.topk(std::min<int64_t>(5, vector.size(0))));
+  std::string out;
+  for (int64_t i = 0; i < ids.size(0); ++i)
+    out += (i ? " " : "") + label(run, ids[i].item<int64_t>());
+  return out;
+}
+
+void print_circuits(const TokenCircuits& c, const LoadedRun& run) {
+  std::printf(
+      "token circuits: each head's top singular direction (its share of the circuit's squared "
+      "norm)\nhead    OV reads -> writes                        | QK queries -> keys\n");
+  for (size_t l = 0; l < c.ov.size(); ++l) {
+    for (size_t h = 0; h < c.ov[l].size(); ++h) {
+      const SingularDirections &ov = c.ov[l][h], &qk = c.qk[l][h];
+      std::printf("%zu.%-3zu (%3.0f%%) %s -> %s | (%3.0f%%) %s -> %s\n", l, h,
+                  100 * ov.share[0].item<double>(), top_labels(ov.left[0], run).c_str(),
+                  top_labels(ov.right[0], run).c_str(), 100 * qk.share[0].item<double>(),
+                  top_labels(qk.left[0], run).c_str(), top_labels(qk.right[0], run).c_str());
+    }
+  }
+  std::printf("\n");
+}
+
 void print_attribution(const AttributionView& v) {
   const LogitAttribution& a = v.attribution;
   const torch::Tensor heads = a.heads.sum(0), mlps = a.mlps.sum(0);
@@ -231,6 +256,7 @@ void print_inspection(const Inspection& in, const LoadedRun& run) {
   if (in.priors) print_priors(*in.priors);
   if (in.lens) print_logit_lens(*in.lens, run);
   if (in.composition) print_composition(*in.composition);
+  if (in.circuits) print_circuits(*in.circuits, run);
   if (in.attribution) print_attribution(*in.attribution);
   if (in.patching) print_patching(*in.patching, run);
   if (in.snapshots) print_snapshots(*in.snapshots);

@@ -1,24 +1,10 @@
 #include "model/analysis/priors.h"
 
+#include "model/analysis/head_factors.h"
 #include "model/analysis/head_scores.h"
 #include "model/attention.h"
 
 namespace tinylm {
-namespace {
-
-struct HeadProjections {
-  torch::Tensor q, k, v;  // (nh, N, hs) each
-};
-
-// q, k, v of every head for the rows of x (N, C), taken through the block's ln_1 and c_attn;
-// with grouped-query attention each head gets its group's k and v.
-HeadProjections project(Block& block, const torch::Tensor& x) {
-  CausalSelfAttention& attn = block->attn;
-  const auto h = attn->project(block->ln_1(x).unsqueeze(0));  // (1, n, N, hs) each
-  return {h.q[0], attn->expand_kv(h.k)[0], attn->expand_kv(h.v)[0]};
-}
-
-}  // namespace
 
 Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab, bool ov_top1) {
   torch::NoGradGuard no_grad;
@@ -27,26 +13,21 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab, bool ov
   const int64_t P = std::min(c.block_size, max_positions);
   const torch::Tensor embedding = model->transformer->wte->weight;  // (V, C)
   const torch::Tensor positions = model->positions(P);              // (P, C) or undefined
-  // W_U with ln_f folded in: centring (LayerNorm only) and ln_f's weight, (C, V).
-  const torch::Tensor centre = model->transformer->ln_f->centres()
-                                   ? torch::eye(c.n_embd) - 1.0 / static_cast<double>(c.n_embd)
-                                   : torch::eye(c.n_embd);
-  const torch::Tensor unembed =
-      centre.matmul(torch::diag(model->transformer->ln_f->weight)).matmul(model->unembedding().t());
+  const torch::Tensor unembed = folded_unembedding(model);          // (C, V)
 
   std::vector<torch::Tensor> pos_scores, tok_scores, copying, top1;
   for (int64_t l = 0; l < L; ++l) {
     Block& block = model->transformer->h[l];
     if (positions.defined()) {
-      const HeadProjections p = project(block, positions);
+      const HeadProjections p = project_rows(block, positions);
       pos_scores.push_back(attention_scores(p.q, p.k, /*causal=*/true));  // (nh, P, P)
     } else if (block->attn->rotary()) {
       // Rotary positions: no content (x = 0, so q and k come from the biases), then rotated.
-      const HeadProjections p = project(block, torch::zeros({P, c.n_embd}));
+      const HeadProjections p = project_rows(block, torch::zeros({P, c.n_embd}));
       const RopeTables& rope = block->attn->rope();
       pos_scores.push_back(attention_scores(apply_rope(p.q, rope), apply_rope(p.k, rope), true));
     }
-    const HeadProjections e = project(block, embedding);
+    const HeadProjections e = project_rows(block, embedding);
     if (V <= max_vocab) tok_scores.push_back(attention_scores(e.q, e.k, /*causal=*/false));
     const torch::Tensor w_o = block->attn->c_proj->weight;  // (C, C): columns are heads' slots
     std::vector<float> layer_copying, layer_top1;

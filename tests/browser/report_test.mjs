@@ -90,6 +90,11 @@ try {
   await page.locator("#composition-modes button[data-mode='q']").click();
   check(await page.textContent("#composition-strongest") === pair(c.strongest.q), "the Q button does not show the strongest Q pair");
 
+  // Circuits: a row per head, its OV reads as the JSON's.
+  check(await page.locator("#circuits-table tbody tr").count() === L * H, "circuits table does not list every head");
+  const reads = await page.locator("#circuits-table tbody tr").first().locator("td").nth(2).textContent();
+  check(reads === doc.circuits.ov[0][0][0].reads.map((t) => visible(t.token)).join(" "), `circuits: head 0.0 reads ${reads}`);
+
   // Attribution: the logit row's total is the JSON's logits summed; every part is a row.
   const a = doc.attribution;
   const partRows = 1 + L * H + a.mlps_total.filter((v) => v !== null).length + 2;

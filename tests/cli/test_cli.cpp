@@ -199,6 +199,8 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   EXPECT_EQ(j["attribution"]["heads"][0][1].size(), static_cast<size_t>(H));
   EXPECT_EQ(j["attribution"]["targets"][0], "O");  // "ROMEO: hi": after R comes O
   EXPECT_EQ(j["attribution"]["heads_total"].size(), static_cast<size_t>(L));
+  EXPECT_EQ(j["circuits"]["ov"][1][1][0]["reads"].size(), 5u);  // [layer][head][direction]
+  EXPECT_EQ(j["circuits"]["qk"][0][0].size(), 3u);
   // The training-time probe scores of metrics.jsonl, one per eval.
   const auto& evals = j["training"]["probe"];
   ASSERT_EQ(evals.size(), 3u);  // steps 0, 2, 4

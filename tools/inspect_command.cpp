@@ -175,7 +175,12 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   if (v.lens) out.lens = inspect_logit_lens(out, run, prompt);
   if (v.composition) out.composition = composition_scores(run.model);
   if (v.circuits) out.circuits = token_circuits(run.model);
-  if (v.attribution) out.attribution = inspect_attribution(out, run, prompt);
+  // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
+  if (v.attribution && (args.attribution || run.tokenizer->encode(prompt).size() >= 2)) {
+    out.attribution = inspect_attribution(out, run, prompt);
+  } else if (v.attribution) {
+    out.notes.push_back("the prompt is one token: no logit attribution (it needs a next token)");
+  }
   if (v.patch) out.patching = inspect_patching(run, args.clean, args.corrupt, args.position);
   if (v.everything && !v.patch)
     out.notes.push_back("no --clean and --corrupt texts: the report has no activation patching");

@@ -195,7 +195,7 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   EXPECT_EQ(j["logit_lens"]["stages"][L]["top"].size(), static_cast<size_t>(T));
   EXPECT_EQ(j["composition"]["k"][0][1][1].size(), static_cast<size_t>(H));  // [LA][HA][LB][HB]
   EXPECT_EQ(j["composition"]["strongest"]["q"]["to"]["layer"], 1);
-  EXPECT_EQ(j["attribution"]["heads"].size(), static_cast<size_t>(T - 1));   // [position][L][H]
+  EXPECT_EQ(j["attribution"]["heads"].size(), static_cast<size_t>(T - 1));  // [position][L][H]
   EXPECT_EQ(j["attribution"]["heads"][0][1].size(), static_cast<size_t>(H));
   EXPECT_EQ(j["attribution"]["targets"][0], "O");  // "ROMEO: hi": after R comes O
   EXPECT_EQ(j["attribution"]["heads_total"].size(), static_cast<size_t>(L));
@@ -320,6 +320,13 @@ TEST_F(Cli, BadInspectInputs) {
   expect_failure(run_tinylm({"inspect", r, "--patch", "--clean", "ROMEO", "--corrupt", "ROMEA",
                              "--position", "5"}),
                  1, "position 5 is outside the texts' tokens 0-4");
+  expect_failure(run_tinylm({"inspect", r, "--attribution", "--prompt", "R"}), 1,
+                 "logit attribution needs a prompt of at least 2 tokens");
+  const auto one_token = run_tinylm({"inspect", r, "--all", "--prompt", "R", "--windows", "2"});
+  EXPECT_EQ(one_token.exit_code, 0) << one_token.output;
+  EXPECT_NE(one_token.output.find("the prompt is one token: no logit attribution"),
+            std::string::npos)
+      << one_token.output;
   expect_failure(run_tinylm({"eval", r, "--ablate", "2.0"}), 1,
                  "--ablate: head 2.0 is not in this model: layers are 0-1 and heads 0-1");
   expect_failure(run_tinylm({"sample", r, "--ablate", "0.x"}), 2, "--ablate: bad head \"0.x\"");

@@ -1,5 +1,5 @@
 // `tinylm inspect RUN [--prompt TEXT] [--heads] [--ablate] [--priors] [--logit-lens] [--all]
-//                     [--composition] [--attribution] [--circuits]
+//                     [--composition] [--attribution] [--circuits] [--geometry]
 //                     [--patch --clean TEXT --corrupt TEXT [--position P]]
 //                     [--text FILE] [--windows N] [--probes N] [--seed S]
 //                     [--html FILE] [--json FILE]`
@@ -79,7 +79,7 @@ void check_writable(const std::string& path, const char* flag) {
 struct InspectArgs {
   std::string run, prompt, text, html, json, clean, corrupt;
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
-       patch = false, composition = false, attribution = false, circuits = false;
+       patch = false, composition = false, attribution = false, circuits = false, geometry = false;
   int64_t windows = 32, probes = 8, seed = 0, position = -1;
   int threads = 0;
   std::string device = "cpu";
@@ -88,7 +88,7 @@ struct InspectArgs {
 // Which views the flags ask for.
 struct Views {
   bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution,
-      circuits;
+      circuits, geometry;
 };
 
 Views chosen_views(const InspectArgs& args) {
@@ -103,13 +103,14 @@ Views chosen_views(const InspectArgs& args) {
                 args.patch || (everything && texts),
                 everything || args.composition,
                 everything || args.attribution,
-                everything || args.circuits};
+                everything || args.circuits,
+                everything || args.geometry};
   if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch && !v.composition &&
-      !v.attribution && !v.circuits) {
+      !v.attribution && !v.circuits && !v.geometry) {
     throw UsageError(
         "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
-        "--composition, --attribution, --circuits, --patch, --all, or --html FILE for all of "
-        "them");
+        "--composition, --attribution, --circuits, --geometry, --patch, --all, or --html FILE "
+        "for all of them");
   }
   if (v.patch && (args.clean.empty() || args.corrupt.empty()))
     throw UsageError("--patch needs both --clean TEXT and --corrupt TEXT");
@@ -175,6 +176,10 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   if (v.lens) out.lens = inspect_logit_lens(out, run, prompt);
   if (v.composition) out.composition = composition_scores(run.model);
   if (v.circuits) out.circuits = token_circuits(run.model);
+  if (v.geometry) {
+    out.positions = position_geometry(run.model);
+    out.embeddings = embedding_geometry(run.model);
+  }
   // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
   if (v.attribution && (args.attribution || run.tokenizer->encode(prompt).size() >= 2)) {
     out.attribution = inspect_attribution(out, run, prompt);
@@ -260,6 +265,9 @@ Command add_inspect_command(CLI::App& app) {
                 "on the prompt");
   cmd->add_flag("--circuits", args->circuits,
                 "Each head's OV and QK circuits in tokens: their top singular directions");
+  cmd->add_flag("--geometry", args->geometry,
+                "Position vectors' similarities and linear shifts; token embeddings' nearest "
+                "neighbours and PCA map");
   cmd->add_flag("--patch", args->patch,
                 "Activation patching: how much of the clean text's answer each head, residual "
                 "and layer output restores in the corrupted text");

@@ -16,6 +16,7 @@
 #include "model/analysis/ablation.h"
 #include "model/analysis/activation_patching.h"
 #include "model/analysis/composition.h"
+#include "model/analysis/geometry.h"
 #include "model/analysis/head_scores.h"
 #include "model/analysis/induction_probe.h"
 #include "model/analysis/logit_attribution.h"
@@ -98,6 +99,8 @@ struct Inspection {
   std::optional<PatchingView> patching;
   std::optional<CompositionScores> composition;
   std::optional<TokenCircuits> circuits;
+  std::optional<PositionGeometry> positions;
+  std::optional<EmbeddingGeometry> embeddings;
   std::optional<AttributionView> attribution;
   std::optional<SnapshotsView> snapshots;  // absent when the run has none
   std::optional<TrainingCurves> training;  // asked for, but absent: notes say so

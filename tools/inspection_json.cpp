@@ -220,6 +220,24 @@ json circuits_json(const TokenCircuits& c, const Tokenizer& tokenizer) {
   return {{"ov", directions(c.ov, "reads", "writes")}, {"qk", directions(c.qk, "queries", "keys")}};
 }
 
+json geometry_json(const PositionGeometry& p, const EmbeddingGeometry& e,
+                   const Tokenizer& tokenizer) {
+  json neighbours = json::array();
+  for (int64_t t = 0; t < e.neighbours.size(0); ++t)
+    neighbours.push_back(token_labels(tokenizer, e.neighbours[t]));
+  return {
+      {"positions",
+       {{"kind", p.kind},
+        {"similarity", p.similarity.defined() ? tensor_to_json(p.similarity, 4) : json(nullptr)},
+        {"shift_residual",
+         p.shift_residual.defined() ? tensor_to_json(p.shift_residual, 6) : json(nullptr)}}},
+      {"tokens",
+       {{"neighbours", neighbours},
+        {"similarity", tensor_to_json(e.similarity, 4)},
+        {"map", tensor_to_json(e.map, 4)},
+        {"explained", tensor_to_json(e.explained, 4)}}}};
+}
+
 json training_json(const TrainingCurves& c) {
   json train = json::array(), eval = json::array();
   for (const auto& [step, loss] : c.train) train.push_back({step, loss});
@@ -255,6 +273,8 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
   if (in.priors) doc["priors"] = priors_json(*in.priors, heatmap);
   if (in.lens) doc["logit_lens"] = lens_json(*in.lens, *run.tokenizer);
   if (in.composition) doc["composition"] = composition_json(*in.composition);
+  if (in.positions && in.embeddings)
+    doc["geometry"] = geometry_json(*in.positions, *in.embeddings, *run.tokenizer);
   if (in.circuits) doc["circuits"] = circuits_json(*in.circuits, *run.tokenizer);
   if (in.attribution) doc["attribution"] = attribution_json(*in.attribution, *run.tokenizer);
   if (in.patching) doc["patching"] = patching_json(*in.patching, *run.tokenizer);

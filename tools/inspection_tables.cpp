@@ -168,6 +168,31 @@ void print_circuits(const TokenCircuits& c, const LoadedRun& run) {
   std::printf("\n");
 }
 
+void print_geometry(const PositionGeometry& p, const EmbeddingGeometry& e, const LoadedRun& run) {
+  std::printf("position geometry (%s positions)", p.kind.c_str());
+  if (p.shift_residual.defined()) {
+    std::printf(
+        ": PE(pos + k) from PE(pos) by the best linear map, residual on held-out positions\n ");
+    for (int64_t k = 0; k < p.shift_residual.size(0); ++k)
+      std::printf(" k=%lld %s", static_cast<long long>(k + 1),
+                  table_cell(p.shift_residual[k].item<double>(), "%.4f").c_str());
+  } else if (p.similarity.defined()) {
+    std::printf(": the rotation's kernel between positions is in --json and --html");
+  }
+  std::printf(
+      "\ntoken embeddings: nearest neighbours by cosine similarity; PCA holds %.0f%% + "
+      "%.0f%% of the variance in two components\n",
+      100 * e.explained[0].item<double>(), 100 * e.explained[1].item<double>());
+  for (int64_t t = 0; t < e.neighbours.size(0); ++t) {
+    std::printf("  %s:", label(run, t).c_str());
+    for (int64_t j = 0; j < std::min<int64_t>(3, e.neighbours.size(1)); ++j)
+      std::printf(" %s %.2f", label(run, e.neighbours[t][j].item<int64_t>()).c_str(),
+                  e.similarity[t][j].item<double>());
+    std::printf(t % 4 == 3 ? "\n" : "   ");
+  }
+  std::printf("\n\n");
+}
+
 void print_attribution(const AttributionView& v) {
   const LogitAttribution& a = v.attribution;
   const torch::Tensor heads = a.heads.sum(0), mlps = a.mlps.sum(0);
@@ -256,6 +281,7 @@ void print_inspection(const Inspection& in, const LoadedRun& run) {
   if (in.priors) print_priors(*in.priors);
   if (in.lens) print_logit_lens(*in.lens, run);
   if (in.composition) print_composition(*in.composition);
+  if (in.positions && in.embeddings) print_geometry(*in.positions, *in.embeddings, run);
   if (in.circuits) print_circuits(*in.circuits, run);
   if (in.attribution) print_attribution(*in.attribution);
   if (in.patching) print_patching(*in.patching, run);

@@ -90,6 +90,11 @@ try {
   await page.locator("#composition-modes button[data-mode='q']").click();
   check(await page.textContent("#composition-strongest") === pair(c.strongest.q), "the Q button does not show the strongest Q pair");
 
+  // Geometry: a label per token on the PCA map, a row per token of neighbours.
+  const V = doc.vocab.length;
+  check(await page.locator("#embedding-svg text.embedding-label").count() === V, "the embedding map does not label every token");
+  check(await page.locator("#neighbours tbody tr").count() === V, "the neighbours table does not list every token");
+
   // Circuits: a row per head, its OV reads as the JSON's.
   check(await page.locator("#circuits-table tbody tr").count() === L * H, "circuits table does not list every head");
   const reads = await page.locator("#circuits-table tbody tr").first().locator("td").nth(2).textContent();

@@ -201,6 +201,9 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   EXPECT_EQ(j["attribution"]["heads_total"].size(), static_cast<size_t>(L));
   EXPECT_EQ(j["circuits"]["ov"][1][1][0]["reads"].size(), 5u);  // [layer][head][direction]
   EXPECT_EQ(j["circuits"]["qk"][0][0].size(), 3u);
+  EXPECT_EQ(j["geometry"]["tokens"]["neighbours"].size(), static_cast<size_t>(V));
+  EXPECT_EQ(j["geometry"]["positions"]["similarity"].size(), 16u);  // block_size
+  EXPECT_EQ(j["geometry"]["tokens"]["map"][0].size(), 2u);
   // The training-time probe scores of metrics.jsonl, one per eval.
   const auto& evals = j["training"]["probe"];
   ASSERT_EQ(evals.size(), 3u);  // steps 0, 2, 4

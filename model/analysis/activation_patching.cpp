@@ -70,13 +70,11 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   const ScopedMode eval = eval_mode(*model);
   torch::NoGradGuard no_grad;
 
-  const CachedRun clean_run = run_with_cache(model, clean_in, [](const std::string& name) {
-    for (const char* suffix : {"attn.hook_z", "hook_resid_pre", "hook_attn_out", "hook_mlp_out"}) {
-      const std::string s = suffix;
-      if (name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
-        return true;
-    }
-    return false;
+  std::vector<HookFilter> sites_of;
+  for (const char* suffix : {"attn.hook_z", "hook_resid_pre", "hook_attn_out", "hook_mlp_out"})
+    sites_of.push_back(names_ending_with(suffix));
+  const CachedRun clean_run = run_with_cache(model, clean_in, [&](const std::string& name) {
+    return std::any_of(sites_of.begin(), sites_of.end(), [&](const auto& f) { return f(name); });
   });
   const torch::Tensor corrupt_logits = model->forward(corrupt_in);
   PatchingResult r;

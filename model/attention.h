@@ -8,9 +8,10 @@
 // Hook points (blocks.L.attn.*): hook_q (B, nh, T, hs), hook_k, hook_v (B, n_kv, T, hs),
 // hook_scores and hook_pattern (B, nh, T, Tk), hook_z (B, nh, T, hs); with rotary positions
 // also hook_rot_q and hook_rot_k, q and k after the rotation. Tk = T without a KV cache, the
-// cached positions plus T with one. On the CPU with no hook inside, no cache and no dropout,
-// the module's forward takes the fused kernel (model/kernels/causal_attention.h), the same
-// numbers without the intermediates.
+// cached positions plus T with one. With relative or alibi positions the scores hold their
+// bias (model/position_bias.h). On the CPU with no hook inside, no cache, no dropout and no
+// score bias, the module's forward takes the fused kernel (model/kernels/causal_attention.h),
+// the same numbers without the intermediates.
 
 #include <torch/torch.h>
 
@@ -18,6 +19,7 @@
 #include "model/hook_point.h"
 #include "model/kv_cache.h"
 #include "model/linear.h"
+#include "model/position_bias.h"
 #include "model/rope.h"
 
 namespace tinylm {
@@ -30,10 +32,11 @@ struct AttentionResult {
   torch::Tensor z;        // (B, nh, T, hs) pattern @ v
 };
 
-// Q K^T / sqrt(d_k) + M for q (B, nh, T, hs), k (B, nh, Tk, hs) -> (B, nh, T, Tk); M only
-// with `causal`. When Tk > T the queries are the last T positions of the keys' (a KV cache):
-// query i sees keys j <= Tk - T + i.
-torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal);
+// Q K^T / sqrt(d_k) + bias + M for q (B, nh, T, hs), k (B, nh, Tk, hs) -> (B, nh, T, Tk); M
+// only with `causal`, the bias (nh, T, Tk) only when defined. When Tk > T the queries are the
+// last T positions of the keys' (a KV cache): query i sees keys j <= Tk - T + i.
+torch::Tensor attention_scores(const torch::Tensor& q, const torch::Tensor& k, bool causal,
+                               const torch::Tensor& bias = {});
 
 // Hook points to pass the scores, the pattern and z through, each optional: the module's
 // forward pass is this same function with its hooks.
@@ -44,10 +47,10 @@ struct AttentionHooks {
 };
 
 // q (B, nh, T, hs), k and v (B, nh, Tk, hs). With `causal`, position i sees positions j <= i only.
-// Dropout on the pattern applies only when `training` and dropout > 0.
+// Dropout on the pattern applies only when `training` and dropout > 0. `bias` as above.
 AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                           bool causal, double dropout = 0.0, bool training = false,
-                          const AttentionHooks& hooks = {});
+                          const AttentionHooks& hooks = {}, const torch::Tensor& bias = {});
 
 class CausalSelfAttentionImpl : public torch::nn::Module {
   // First: the hook points below are built from them.
@@ -72,8 +75,16 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   // k or v (B, n_kv, T, hs) -> (B, nh, T, hs), each kv head repeated for its query heads.
   torch::Tensor expand_kv(const torch::Tensor& t) const;
 
-  Linear c_attn{nullptr};  // (C + 2 n_kv hs, C): q, k, v
-  Linear c_proj{nullptr};  // (C, C)
+  Linear c_attn{nullptr};          // (C + 2 n_kv hs, C): q, k, v
+  Linear c_proj{nullptr};          // (C, C)
+  RelativeBias rel_bias{nullptr};  // pos_encoding = relative only
+
+  // The positions' bias on the scores of queries at the last T of Tk positions (nh, T, Tk):
+  // relative and alibi; undefined for the others.
+  torch::Tensor score_bias(int64_t T, int64_t Tk) const;
+  bool has_score_bias() const { return rel_bias || alibi_slopes_.defined(); }
+  // ALiBi's slopes (nh,); undefined unless pos_encoding = alibi.
+  const torch::Tensor& alibi_slopes() const { return alibi_slopes_; }
 
   // In forward order.
   HookPoint hook_q{scope_, "hook_q"};  // (B, nh, T, hs)
@@ -95,7 +106,8 @@ class CausalSelfAttentionImpl : public torch::nn::Module {
   int64_t layer_;
   int64_t n_head_, n_kv_head_;
   double dropout_;
-  RopeTables rope_;  // pos_encoding = rope only
+  RopeTables rope_;             // pos_encoding = rope only
+  torch::Tensor alibi_slopes_;  // (nh,) pos_encoding = alibi only
 };
 TORCH_MODULE(CausalSelfAttention);
 

@@ -22,7 +22,8 @@ const std::vector<ConfigKey<ModelConfig>>& model_keys() {
           "on the embeddings, the attention pattern and the residual branches"),
       key("bias", &M::bias, anything(), "biases in Linear and LayerNorm"),
       key("pos_encoding", &M::pos_encoding, anything(),
-          "learned table, sinusoidal table (fixed), rotary (on q and k), or none"),
+          "learned table, sinusoidal table (fixed), rotary (on q and k), none, relative (T5's "
+          "learned bias per distance bucket) or alibi (fixed linear penalties)"),
       key("norm", &M::norm, anything(), "LayerNorm, or RMSNorm (x / rms(x) * weight, no bias)"),
       key("mlp", &M::mlp, anything(),
           "GELU (C to 4C to C), or SwiGLU (SiLU(gate) * up, hidden 8C/3 to a multiple of 8)"),
@@ -32,6 +33,10 @@ const std::vector<ConfigKey<ModelConfig>>& model_keys() {
       key("attn_only", &M::attn_only, anything(), "blocks of attention alone (no ln_2, no MLP)"),
       key("init_std", &M::init_std, between(0, 1, "(]"),
           "std of the weights at init (GPT-2's); residual projections get it / sqrt(2 n_layer)"),
+      key("num_buckets", &M::num_buckets, at_least(2),
+          "relative positions: distance buckets per head, the first half exact"),
+      key("max_distance", &M::max_distance, at_least(2),
+          "relative positions: where the log-spaced buckets end; farther distances share the last"),
   };
   return keys;
 }
@@ -61,6 +66,10 @@ void ModelConfig::validate() const {
   require(n_kv_head == 0 || n_head % n_kv_head == 0,
           "model.n_kv_head must divide model.n_head (" + std::to_string(n_head) +
               "), or be 0 for n_head (got " + std::to_string(n_kv_head) + ")");
+  require(max_distance > num_buckets / 2, "model.max_distance (" + std::to_string(max_distance) +
+                                              ") must exceed model.num_buckets / 2 (" +
+                                              std::to_string(num_buckets / 2) +
+                                              "), where the exact buckets end");
   require(
       pos_encoding != PosEncoding::kSinusoidal || n_embd % 2 == 0,
       "model.n_embd must be even for sinusoidal positions (got " + std::to_string(n_embd) + ")");

@@ -10,12 +10,14 @@
 
 namespace tinylm {
 
-enum class PosEncoding { kLearned, kSinusoidal, kRope, kNone };
+// relative: T5's learned bias per head per bucket of distance; alibi: fixed linear penalties
+// (model/position_bias.h).
+enum class PosEncoding { kLearned, kSinusoidal, kRope, kNone, kRelative, kAlibi };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class MlpKind { kGelu, kSwiglu };  // Linear 4C, GELU, Linear | LLaMA's gated MLP
 
-constexpr std::array<const char*, 4> enum_names(PosEncoding) {
-  return {"learned", "sinusoidal", "rope", "none"};
+constexpr std::array<const char*, 6> enum_names(PosEncoding) {
+  return {"learned", "sinusoidal", "rope", "none", "relative", "alibi"};
 }
 constexpr std::array<const char*, 2> enum_names(NormKind) { return {"layernorm", "rmsnorm"}; }
 constexpr std::array<const char*, 2> enum_names(MlpKind) { return {"gelu", "swiglu"}; }
@@ -35,17 +37,22 @@ struct ModelConfig {
   bool tie_weights = true;
   bool attn_only = false;
   double init_std = 0.02;
+  int64_t num_buckets = 32;    // relative positions: buckets of distance (half exact)
+  int64_t max_distance = 128;  // relative positions: where the log-spaced buckets end
 
   int64_t head_size() const { return n_embd / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   // SwiGLU's hidden width: 8C/3 rounded up to a multiple of 8, so that its three matrices
   // hold about the parameters of GELU's two C x 4C ones.
   int64_t swiglu_hidden() const { return (8 * n_embd / 3 + 7) / 8 * 8; }
-  // Positions that never enter the residual stream (rope, none): cached keys and values stay
-  // valid when the window slides, so a KV cache can drop its oldest position and go on.
+  // Positions that never enter the residual stream (rope, none, relative, alibi): cached keys
+  // and values stay valid when the window slides, so a KV cache can drop its oldest position
+  // and go on, and a window may be longer than block_size.
   bool relative_positions() const {
-    return pos_encoding == PosEncoding::kRope || pos_encoding == PosEncoding::kNone;
+    return pos_encoding != PosEncoding::kLearned && pos_encoding != PosEncoding::kSinusoidal;
   }
+  // Whether windows longer than block_size have positions: all but the learned table's.
+  bool extrapolates() const { return pos_encoding != PosEncoding::kLearned; }
 
   // Throws std::invalid_argument naming the field ("model.n_head ...") and the allowed range.
   void validate() const;

@@ -87,10 +87,13 @@ torch::Tensor GPTImpl::forward_impl(const torch::Tensor& idx, KVCache* cache) {
     if (config_.relative_positions()) cache->make_room(T);
     first = cache->length();
   }
-  if (first + T > config_.block_size) {
+  // Past block_size only without a cache, and only where positions extend: a cache holds
+  // block_size positions, the learned table has block_size rows.
+  if (first + T > config_.block_size && (cache || !config_.extrapolates())) {
     throw std::invalid_argument(
         "sequence of length " + std::to_string(first + T) + (cache ? " (with the cache)" : "") +
-        " is longer than model.block_size " + std::to_string(config_.block_size));
+        " is longer than model.block_size " + std::to_string(config_.block_size) +
+        (cache ? "" : ", and learned positions have no row past it"));
   }
   torch::Tensor x = hook_embed_(transformer->wte(idx));  // (B, T, C)
   if (const torch::Tensor p = positions(first + T); p.defined()) {
@@ -105,8 +108,9 @@ torch::Tensor GPTImpl::forward_impl(const torch::Tensor& idx, KVCache* cache) {
 
 torch::Tensor GPTImpl::positions(int64_t T) const {
   if (transformer->wpe) return transformer->wpe->weight.slice(0, 0, T);
-  if (sinusoid_.defined()) return sinusoid_.slice(0, 0, T);
-  return {};
+  if (!sinusoid_.defined()) return {};
+  if (T <= sinusoid_.size(0)) return sinusoid_.slice(0, 0, T);
+  return sinusoidal_positions(T, config_.n_embd).to(sinusoid_.device());  // past block_size
 }
 
 const torch::Tensor& GPTImpl::unembedding() const {

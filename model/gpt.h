@@ -1,11 +1,11 @@
 #pragma once
-// The GPT: token embedding + positions (learned or sinusoidal added to the stream; rope
-// inside attention; or none) -> n_layer pre-norm blocks -> ln_f -> lm_head (tied to the
-// token embedding by default). Parameter names are
-// nanoGPT's (transformer.wte.weight, transformer.h.0.attn.c_attn.weight, ...), so a state
-// dict reads the same in both worlds. Knows nothing about files or tokenizers.
-// Hook points: hook_embed (B, T, C), hook_pos_embed (T, C) for learned and sinusoidal, the
-// blocks' (model/block.h, model/attention.h), and ln_f.hook_normalized (B, T, C).
+// The GPT: token embedding + positions (learned or sinusoidal added to the stream; rope,
+// relative or alibi inside attention; or none) -> n_layer pre-norm blocks -> ln_f -> lm_head (tied
+// to the token embedding by default). Parameter names are nanoGPT's (transformer.wte.weight,
+// transformer.h.0.attn.c_attn.weight, ...), so a state dict reads the same in both worlds. Knows
+// nothing about files or tokenizers. Hook points: hook_embed (B, T, C), hook_pos_embed (T, C) for
+// learned and sinusoidal, the blocks' (model/block.h, model/attention.h), and ln_f.hook_normalized
+// (B, T, C).
 
 #include <map>
 #include <string>
@@ -51,14 +51,16 @@ class GPTImpl : public torch::nn::Module {
   // model.init_std, GPT-2's 0.02 by default), LayerNorm weight 1, all drawn from `generator`.
   void init_weights(torch::Generator& generator);
 
-  torch::Tensor forward(const torch::Tensor& idx);  // (B, T) int64 -> logits (B, T, V)
+  // (B, T) int64 -> logits (B, T, V). T may exceed block_size for every encoding but learned.
+  torch::Tensor forward(const torch::Tensor& idx);
   // The same with a KV cache (model/kv_cache.h): idx holds the tokens after the cached ones;
   // logits (B, T, V) for them. With relative positions a full cache drops its oldest
   // positions to make room; with absolute ones a forward past block_size is an error.
   torch::Tensor forward(const torch::Tensor& idx, KVCache& cache);
   KVCache make_cache() const { return KVCache(config_.n_layer, config_.block_size); }
 
-  // The position table's first T rows (T, C); undefined for rope and none (nothing is added).
+  // The position table's first T rows (T, C); undefined where nothing is added to the stream
+  // (rope, none, relative, alibi). Sinusoidal rows past block_size are computed.
   torch::Tensor positions(int64_t T) const;
   // The unembedding (V, C): lm_head's weight, or the token embedding when tied.
   const torch::Tensor& unembedding() const;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A tinylm run read from Python with nothing but json and numpy.
 
-Trains two tiny runs with the tinylm binary, the GPT-2 block and the modern one (rotary
-positions, RMSNorm, SwiGLU, grouped-query attention), then reads config.json,
+Trains four tiny runs with the tinylm binary, the GPT-2 block, the modern one (rotary
+positions, RMSNorm, SwiGLU, grouped-query attention), and T5's relative and ALiBi's
+positions, then reads config.json,
 tokenizer.json and model.safetensors by hand (8-byte header length, JSON header, raw
 little-endian bytes), checks names and shapes against docs/FORMATS.md, runs the GPT forward pass
 in numpy (float64), and checks that its loss on a text equals `tinylm eval --text` to 1e-5.
@@ -49,6 +50,9 @@ def expected_shapes(cfg):
     shapes = {"transformer.wte.weight": (V, C), "transformer.ln_f.weight": (C,)}
     if cfg["pos_encoding"] == "learned":
         shapes["transformer.wpe.weight"] = (cfg["block_size"], C)
+    if cfg["pos_encoding"] == "relative":
+        for i in range(L):
+            shapes[f"transformer.h.{i}.attn.rel_bias.weight"] = (cfg["n_head"], cfg["num_buckets"])
     if norm_bias:
         shapes["transformer.ln_f.bias"] = (C,)
     if not cfg["tie_weights"]:
@@ -93,6 +97,29 @@ def forward(w, cfg, idx, patterns=None):
         return np.concatenate([x1 * np.cos(angle) - x2 * np.sin(angle),
                                x1 * np.sin(angle) + x2 * np.cos(angle)], -1)
 
+    def t5_bucket(d):  # T5's causal bucket of distance d >= 0 (docs/FORMATS.md)
+        nb, exact = cfg["num_buckets"], cfg["num_buckets"] // 2
+        if d < exact:
+            return d
+        large = exact + int(math.log(d / exact) / math.log(cfg["max_distance"] / exact) * (nb - exact))
+        return min(nb - 1, large)
+
+    def alibi_slopes(n):  # the ALiBi paper's geometric slopes
+        def power_of_two(m):
+            return [2.0 ** (-8.0 * h / m) for h in range(1, m + 1)]
+        below = 2 ** int(math.floor(math.log2(n)))
+        return (power_of_two(below) + power_of_two(2 * below)[0::2])[:n]
+
+    distance = np.maximum(np.arange(T)[:, None] - np.arange(T)[None, :], 0)  # (T, T): i - j
+
+    def score_bias(layer, h):  # (T, T) added to head h's scores
+        if cfg["pos_encoding"] == "relative":
+            table = w[f"transformer.h.{layer}.attn.rel_bias.weight"][h]
+            return table[np.vectorize(t5_bucket)(distance)]
+        if cfg["pos_encoding"] == "alibi":
+            return -alibi_slopes(nh)[h] * distance
+        return 0.0
+
     x = w["transformer.wte.weight"][idx]
     if cfg["pos_encoding"] == "learned":
         x = x + w["transformer.wpe.weight"][:T]
@@ -107,7 +134,7 @@ def forward(w, cfg, idx, patterns=None):
             qh, kh, vh = q[:, h * hs:(h + 1) * hs], k[:, g * hs:(g + 1) * hs], v[:, g * hs:(g + 1) * hs]
             if cfg["pos_encoding"] == "rope":
                 qh, kh = rope(qh), rope(kh)
-            scores = qh @ kh.T / math.sqrt(hs)
+            scores = qh @ kh.T / math.sqrt(hs) + score_bias(i, h)
             scores[mask] = -np.inf
             a = np.exp(scores - scores.max(-1, keepdims=True))
             a = a / a.sum(-1, keepdims=True)
@@ -129,7 +156,9 @@ def forward(w, cfg, idx, patterns=None):
 
 def main():
     binary, source = sys.argv[1], sys.argv[2]
-    blocks = ["", 'pos_encoding = "rope"\nnorm = "rmsnorm"\nmlp = "swiglu"\nn_kv_head = 1\n']
+    blocks = ["", 'pos_encoding = "rope"\nnorm = "rmsnorm"\nmlp = "swiglu"\nn_kv_head = 1\n',
+              'pos_encoding = "relative"\nnum_buckets = 8\nmax_distance = 12\n',
+              'pos_encoding = "alibi"\nn_head = 4\n']
     for block in blocks:
         check_run(binary, source, block)
     print(f"{len(blocks)} passed, 0 failed")
@@ -139,7 +168,8 @@ def check_run(binary, source, block):
     with tempfile.TemporaryDirectory() as tmp:
         config = os.path.join(tmp, "tiny.toml")
         with open(config, "w") as f:
-            f.write(f'[model]\nn_layer = 2\nn_head = 2\nn_embd = 16\nblock_size = 16\n{block}'
+            head = "" if "n_head" in block else "n_head = 2\n"
+            f.write(f'[model]\nn_layer = 2\n{head}n_embd = 16\nblock_size = 16\n{block}'
                     f'[data]\npath = "{source}/data/corpora/tinyshakespeare.txt"\ncache_dir = "cache"\n'
                     f'[train]\nbatch_size = 4\nmax_iters = 30\nwarmup_iters = 2\nlr_decay_iters = 30\n'
                     f'eval_interval = 30\neval_iters = 2\nlearning_rate = 3e-3\n')
@@ -159,23 +189,31 @@ def check_run(binary, source, block):
         with open(text_path, "w") as f:
             f.write(text)
         ids = np.array([vocab.index(ch) for ch in text])
-        block, nats = cfg["block_size"], 0.0
-        for start in range(0, len(ids) - 1, block):  # eval's windows: every token once
-            inputs = ids[start:min(start + block, len(ids) - 1)]
-            targets = ids[start + 1:start + 1 + len(inputs)]
-            logits = forward(weights, cfg, inputs)
-            logits = logits - logits.max(-1, keepdims=True)
-            logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-            nats -= logp[np.arange(len(targets)), targets].sum()
-        ours = nats / (len(ids) - 1)
 
-        out = subprocess.run([binary, "eval", run, "--text", text_path, "--json", "--threads", "1"],
-                             check=True, capture_output=True, text=True).stdout
-        theirs = json.loads(out)
-        print(f"numpy loss {ours:.6f}, tinylm eval loss {theirs['loss']:.6f}, tokens {theirs['tokens']}")
-        assert theirs["tokens"] == len(ids) - 1
-        assert abs(ours - theirs["loss"]) < 1e-5, (ours, theirs["loss"])
-        assert ours < math.log(len(vocab)) - 0.3, "the run should have learned something"
+        def numpy_loss(context):  # eval's windows of `context` inputs: every token once
+            nats = 0.0
+            for start in range(0, len(ids) - 1, context):
+                inputs = ids[start:min(start + context, len(ids) - 1)]
+                targets = ids[start + 1:start + 1 + len(inputs)]
+                logits = forward(weights, cfg, inputs)
+                logits = logits - logits.max(-1, keepdims=True)
+                logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+                nats -= logp[np.arange(len(targets)), targets].sum()
+            return nats / (len(ids) - 1)
+
+        # Within block_size, and (every encoding but learned) at 3x block_size.
+        block = cfg["block_size"]
+        for context in [block] + ([3 * block] if cfg["pos_encoding"] != "learned" else []):
+            ours = numpy_loss(context)
+            out = subprocess.run([binary, "eval", run, "--text", text_path, "--json", "--threads", "1",
+                                  "--context", str(context)],
+                                 check=True, capture_output=True, text=True).stdout
+            theirs = json.loads(out)
+            print(f"{cfg['pos_encoding']}, context {context}: numpy loss {ours:.6f}, "
+                  f"tinylm eval loss {theirs['loss']:.6f}, tokens {theirs['tokens']}")
+            assert theirs["tokens"] == len(ids) - 1 and theirs["context"] == context
+            assert abs(ours - theirs["loss"]) < 1e-5, (ours, theirs["loss"])
+            assert ours < math.log(len(vocab)) - 0.3, "the run should have learned something"
 
         snapshot = read_safetensors(os.path.join(run, "snapshots", "step_00000030.safetensors"))
         stored = snapshot["text_pattern"]  # (L, nh, T, T) float16, from the final weights

@@ -1,5 +1,6 @@
-// `tinylm eval RUN [--split val|train | --text FILE] [--json] [--ablate L.H,...]`
-// Scores every token of the split (or file) exactly once; see train/evaluate.h.
+// `tinylm eval RUN [--split val|train | --text FILE] [--context N] [--json] [--ablate L.H,...]`
+// Scores every token of the split (or file) exactly once, in windows of block_size tokens or
+// of N (past block_size where the positions extrapolate); see train/evaluate.h.
 
 #include <cmath>
 #include <cstdio>
@@ -19,6 +20,7 @@ namespace {
 struct EvalArgs {
   RunFlags run;
   std::string split = "val", text;
+  int64_t context = 0;  // 0: block_size
   bool json = false;
 };
 
@@ -47,19 +49,27 @@ int run_eval(const EvalArgs& args) {
     throw std::runtime_error(source + " has " + std::to_string(tokens.tokens.size()) +
                              " tokens; scoring needs at least 2");
   }
-  const Score score = score_tokens(open.run.model, tokens.tokens);
+  const ModelConfig& mc = run.model->config();
+  const int64_t context = args.context > 0 ? args.context : mc.block_size;
+  if (context > mc.block_size && !mc.extrapolates()) {
+    throw std::runtime_error(
+        "--context " + std::to_string(context) + " is past model.block_size " +
+        std::to_string(mc.block_size) + " of " + args.run.run +
+        ", whose learned positions (model.pos_encoding = \"learned\") have no vector past "
+        "position " +
+        std::to_string(mc.block_size - 1) + "; use --context " + std::to_string(mc.block_size) +
+        " or less, or train with sinusoidal, rope, relative, alibi or none");
+  }
+  const Score score = score_tokens(open.run.model, tokens.tokens, 32, context);
   // Bits per byte of UTF-8 text compare across tokenizers; the scored tokens stand for all
   // but the first token's bytes, so the ratio of the whole text is used.
   const double bpb = bits_per_byte(score.loss, tokens.tokens_per_byte());
   const double perplexity = std::exp(score.loss), bits = score.loss / std::log(2.0);
   if (args.json) {
-    const nlohmann::json out = {{"loss", score.loss},
-                                {"perplexity", perplexity},
-                                {"bits_per_token", bits},
-                                {"bits_per_byte", bpb},
-                                {"tokens", score.tokens},
-                                {"bytes", tokens.text_bytes},
-                                {"tokenizer", run.tokenizer->kind()}};
+    const nlohmann::json out = {{"loss", score.loss},         {"perplexity", perplexity},
+                                {"bits_per_token", bits},     {"bits_per_byte", bpb},
+                                {"tokens", score.tokens},     {"context", context},
+                                {"bytes", tokens.text_bytes}, {"tokenizer", run.tokenizer->kind()}};
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }
@@ -68,6 +78,8 @@ int run_eval(const EvalArgs& args) {
   std::printf("tokenizer     %s\n", run.tokenizer->describe().c_str());
   std::printf("tokens        %lld (%llu bytes of text)\n", static_cast<long long>(score.tokens),
               static_cast<unsigned long long>(tokens.text_bytes));
+  std::printf("context       %lld tokens per window (block_size %lld)\n",
+              static_cast<long long>(context), static_cast<long long>(mc.block_size));
   std::printf("loss          %.4f nats/token\n", score.loss);
   std::printf("perplexity    %.4f\n", perplexity);
   std::printf("bits/token    %.4f\n", bits);
@@ -85,6 +97,10 @@ Command add_eval_command(CLI::App& app) {
                     ->check(CLI::IsMember({"val", "train"}));
   cmd->add_option("--text", args->text, "Score this UTF-8 file instead of a split")
       ->excludes(split);
+  cmd->add_option("--context", args->context,
+                  "Tokens per window (default block_size); past block_size measures length "
+                  "extrapolation, for every pos_encoding but learned")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object");
   return [args] { return run_eval(*args); };
 }

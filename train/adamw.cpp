@@ -14,9 +14,18 @@ namespace tinylm {
 
 namespace {
 
+// T5's bias table (nh, buckets) is a matrix of biases, not a map: like a bias, neither
+// orthogonalised nor decayed (decay would pull it towards no positions at all).
+bool is_bias_table(const std::string& name) { return name.find(".rel_bias.") != std::string::npos; }
+
 // The blocks' weight matrices: Muon's under train.optimizer = "muon".
 bool muon_takes(const std::string& name, const torch::Tensor& p) {
-  return p.dim() == 2 && name.rfind("transformer.h.", 0) == 0;
+  return p.dim() == 2 && name.rfind("transformer.h.", 0) == 0 && !is_bias_table(name);
+}
+
+// AdamW decays matrices (nanoGPT's rule, embeddings included) and nothing else.
+bool decays(const std::string& name, const torch::Tensor& p) {
+  return p.dim() >= 2 && !is_bias_table(name);
 }
 
 }  // namespace
@@ -34,7 +43,7 @@ AdamW::AdamW(GPT& model, const TrainConfig& config)
   for (const int group : {0, 1, 2}) {
     for (const auto& item : model->named_parameters()) {
       const bool m = muon && muon_takes(item.key(), item.value());
-      const int g = m ? 0 : item.value().dim() >= 2 ? 1 : 2;
+      const int g = m ? 0 : decays(item.key(), item.value()) ? 1 : 2;
       if (g == group) ordered.emplace_back(item.key(), item.value());
     }
   }
@@ -42,7 +51,7 @@ AdamW::AdamW(GPT& model, const TrainConfig& config)
   for (const auto& [name, p] : ordered) {
     const bool m = muon && muon_takes(name, p);
     slots_.push_back({name, total, p.numel(), p.sizes().vec(), m});
-    if (p.dim() >= 2) decayed_ = total + p.numel();
+    if (m || decays(name, p)) decayed_ = total + p.numel();
     if (m) muon_end_ = total + p.numel();
     total += p.numel();
   }

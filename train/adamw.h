@@ -3,7 +3,8 @@
 // moments live in four flat buffers, each parameter and gradient a view into them, so a step
 // is one fused pass over the buffers (split over the threads) instead of a dozen operators
 // per parameter, zeroing the gradients is one fill and clipping is one norm. Matrices and
-// embeddings (dim >= 2) come first in the buffers and alone get weight decay, as in nanoGPT.
+// embeddings (dim >= 2; T5's bias table aside) come first in the buffers and alone get
+// weight decay, as in nanoGPT.
 // The update is PyTorch's AdamW:
 //   p -= lr * wd * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)

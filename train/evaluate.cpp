@@ -27,11 +27,11 @@ double batch_nats(GPT& model, const TokenSequence& tokens, const std::vector<int
 
 }  // namespace
 
-Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch) {
+Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch, int64_t context) {
   const int64_t N = t.size();
   if (N < 2)
     throw std::invalid_argument("scoring needs at least 2 tokens (got " + std::to_string(N) + ")");
-  const int64_t T = model->config().block_size;
+  const int64_t T = context > 0 ? context : model->config().block_size;
   const int64_t predicted = N - 1, full = predicted / T, tail = predicted % T;
   double nats = 0.0;
   std::vector<int64_t> starts;

@@ -1,8 +1,9 @@
 #pragma once
 // Two ways to measure loss. score_tokens is exact and deterministic: consecutive,
-// non-overlapping windows of at most block_size inputs, so every token after the first is
-// predicted exactly once. estimate_loss is nanoGPT's cheap estimate during training: the
-// mean loss of `iters` random batches; with a rank group, rank r computes batches r, r + W,
+// non-overlapping windows of at most `context` inputs (block_size by default; more where the
+// positions extrapolate), so every token after the first is predicted exactly once. estimate_loss
+// is nanoGPT's cheap estimate during training: the mean loss of `iters` random batches; with a rank
+// group, rank r computes batches r, r + W,
 // ... of the same draws and one all-reduce sums them, so every rank gets the estimate one
 // process would (to float rounding), W times sooner.
 
@@ -21,8 +22,10 @@ struct Score {
   int64_t tokens = 0;  // tokens predicted (N - 1 for N tokens)
 };
 
-// N >= 2 tokens.
-Score score_tokens(GPT& model, const TokenSequence& tokens, int64_t windows_per_batch = 32);
+// N >= 2 tokens; context 0 = block_size. A context past block_size with learned positions
+// is the model's error (GPT::forward).
+Score score_tokens(GPT& model, const TokenSequence& tokens, int64_t windows_per_batch = 32,
+                   int64_t context = 0);
 
 // Bits per UTF-8 byte of a loss in nats per token, for text of `tokens_per_byte`.
 inline double bits_per_byte(double loss, double tokens_per_byte) {

@@ -21,11 +21,16 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab, bool ov
     if (positions.defined()) {
       const HeadProjections p = project_rows(block, positions);
       pos_scores.push_back(attention_scores(p.q, p.k, /*causal=*/true));  // (nh, P, P)
-    } else if (block->attn->rotary()) {
-      // Rotary positions: no content (x = 0, so q and k come from the biases), then rotated.
+    } else if (block->attn->rotary() || block->attn->has_score_bias()) {
+      // Positions inside attention: no content (x = 0, so q and k come from the biases),
+      // then rotated (rope) or the score bias added (relative, alibi).
       const HeadProjections p = project_rows(block, torch::zeros({P, c.n_embd}));
-      const RopeTables& rope = block->attn->rope();
-      pos_scores.push_back(attention_scores(apply_rope(p.q, rope), apply_rope(p.k, rope), true));
+      torch::Tensor q = p.q, k = p.k;  // (nh, P, hs)
+      if (block->attn->rotary()) {
+        q = apply_rope(q, block->attn->rope());
+        k = apply_rope(k, block->attn->rope());
+      }
+      pos_scores.push_back(attention_scores(q, k, true, block->attn->score_bias(P, P)));
     }
     const HeadProjections e = project_rows(block, embedding);
     if (V <= max_vocab) tok_scores.push_back(attention_scores(e.q, e.k, /*causal=*/false));

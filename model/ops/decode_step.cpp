@@ -126,6 +126,14 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
   std::vector<float> cos(static_cast<size_t>(hs / 2)), sin(cos.size());
   if (rotary) rope_row(position, hs, cos.data(), sin.data());
 
+  // The score bias of relative and alibi positions at each distance slot - j: T5's bucket
+  // of it, or the distance itself.
+  const bool relative = c.pos_encoding == PosEncoding::kRelative;
+  const bool alibi = c.pos_encoding == PosEncoding::kAlibi;
+  std::vector<int64_t> bucket(static_cast<size_t>(relative ? keys : 0));
+  for (int64_t j = 0; j < keys && relative; ++j)
+    bucket[static_cast<size_t>(j)] = relative_bucket(slot - j, c.num_buckets, c.max_distance);
+
   std::vector<float> qkv(static_cast<size_t>(B * qkv_width)), scores(static_cast<size_t>(keys)),
       hidden;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
@@ -157,6 +165,15 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
         const int64_t base = ((b * kvh + head / group) * stride + first) * hs;
         // scores = K q: K (keys, hs) row-major is column-major (hs, keys).
         sgemv_("T", &width, &n_keys, &scale, K + base, &width, q, &inc, &zero, scores.data(), &inc);
+        if (relative) {
+          const float* w = ptr(block->attn->rel_bias->weight) + head * c.num_buckets;
+          for (int64_t j = 0; j < keys; ++j)
+            scores[static_cast<size_t>(j)] += w[bucket[static_cast<size_t>(j)]];
+        } else if (alibi) {
+          const float slope = ptr(block->attn->alibi_slopes())[head];
+          for (int64_t j = 0; j < keys; ++j)
+            scores[static_cast<size_t>(j)] -= slope * static_cast<float>(slot - j);
+        }
         const float best = *std::max_element(scores.begin(), scores.begin() + keys);
         float total = 0.0f;
         for (int64_t j = 0; j < keys; ++j) {

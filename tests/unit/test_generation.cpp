@@ -114,17 +114,16 @@ TEST_P(KVCacheEquality, DirectStepEqualsTheOperatorPath) {
   EXPECT_EQ(direct.next_position(), operators.next_position());
 }
 
-INSTANTIATE_TEST_SUITE_P(AllEncodingsAndBlocks, KVCacheEquality,
-                         ::testing::Values(Variant{"learned"}, Variant{"sinusoidal"},
-                                           Variant{"rope"}, Variant{"none"},
-                                           Variant{"rope", "layernorm", "gelu", 0, 1},
-                                           Variant{"none", "layernorm", "gelu", 0, 1},
-                                           Variant{"rope", "rmsnorm", "swiglu", 2},
-                                           Variant{"learned", "rmsnorm", "swiglu", 1},
-                                           Variant{"rope", "layernorm", "gelu", 1, 1}),
-                         [](const ::testing::TestParamInfo<Variant>& info) {
-                           return name_of(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllEncodingsAndBlocks, KVCacheEquality,
+    ::testing::Values(
+        Variant{"learned"}, Variant{"sinusoidal"}, Variant{"rope"}, Variant{"none"},
+        Variant{"rope", "layernorm", "gelu", 0, 1}, Variant{"none", "layernorm", "gelu", 0, 1},
+        Variant{"rope", "rmsnorm", "swiglu", 2}, Variant{"learned", "rmsnorm", "swiglu", 1},
+        Variant{"rope", "layernorm", "gelu", 1, 1}, Variant{"relative"}, Variant{"alibi"},
+        Variant{"relative", "layernorm", "gelu", 0, 1}, Variant{"alibi", "layernorm", "gelu", 0, 1},
+        Variant{"relative", "rmsnorm", "swiglu", 2}, Variant{"alibi", "rmsnorm", "swiglu", 1}),
+    [](const ::testing::TestParamInfo<Variant>& info) { return name_of(info.param); });
 
 TEST(Generation, TheDirectStepRefusesIdsOutsideTheVocabulary) {
   // It reads embedding rows by pointer: an id past the table must be an error, not a read.

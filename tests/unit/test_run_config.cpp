@@ -104,9 +104,9 @@ TEST(RunConfig, OutOfRangeValuesAreErrors) {
   EXPECT_NE(load_error("[data]\npath = \"c.txt\"\ntrain_fraction = 1.5\n")
                 .find("data.train_fraction must be in (0, 1)"),
             std::string::npos);
-  EXPECT_NE(
-      load_error("[model]\npos_encoding = \"alibi\"\n").find("learned, sinusoidal, rope, none"),
-      std::string::npos);
+  EXPECT_NE(load_error("[model]\npos_encoding = \"t5\"\n")
+                .find("learned, sinusoidal, rope, none, relative, alibi"),
+            std::string::npos);
   EXPECT_NE(load_error("[sample]\ntop_p = 0\n").find("sample.top_p"), std::string::npos);
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The inspect report in a real browser: train a tiny run, write its report and JSON, and let
-# tests/browser/report_test.mjs drive Debian's Chromium over them; then again for a run
-# without metrics.jsonl (and without patching texts), whose report must say so and still
-# open cleanly.
+# tests/browser/report_test.mjs drive Debian's Chromium over them; then again for a run with
+# relative positions, without metrics.jsonl (and without patching texts), whose report must
+# say so and still open cleanly.
 #   tests/report_in_browser.sh TINYLM SOURCE_DIR
 set -euo pipefail
 tinylm=$1
@@ -23,8 +23,13 @@ trap 'rm -rf "$work"' EXIT
   --windows 8 --probes 2 --threads 1 --clean "ROMEO:" --corrupt "ROMEO " > /dev/null
 node "$src/tests/browser/report_test.mjs" "$work/report.html" "$work/report.json"
 
-rm "$work/run/metrics.jsonl"
-"$tinylm" inspect "$work/run" --html "$work/bare.html" --json "$work/bare.json" \
-  --windows 8 --probes 2 --threads 1 > /dev/null 2> "$work/bare.log"
+# A run with T5's relative positions (a bias per distance, drawn per layer) and an analogy,
+# without its metrics.jsonl.
+"$tinylm" train "$src/configs/tiny.toml" --out "$work/relative" --threads 1 --train.max_iters=50 \
+  --data.cache_dir="$work/cache" --model.pos_encoding=relative \
+  > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
+rm "$work/relative/metrics.jsonl"
+"$tinylm" inspect "$work/relative" --html "$work/bare.html" --json "$work/bare.json" \
+  --windows 8 --probes 2 --threads 1 --analogy "a:e::o" > /dev/null 2> "$work/bare.log"
 grep -q "no metrics.jsonl" "$work/bare.log" || { echo "no note about the missing metrics.jsonl" >&2; exit 1; }
 node "$src/tests/browser/report_test.mjs" "$work/bare.html" "$work/bare.json"

@@ -61,4 +61,9 @@ struct OpenRun {
 };
 OpenRun open_run(const RunFlags& flags);
 
+// The tokens per window that --context asks of the model `c` of run `run` (0: block_size).
+// Past block_size only where the positions extrapolate; for learned ones, an error that
+// says why and what to do.
+int64_t window_context(const ModelConfig& c, int64_t context, const std::string& run);
+
 }  // namespace tinylm

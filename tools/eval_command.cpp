@@ -50,16 +50,7 @@ int run_eval(const EvalArgs& args) {
                              " tokens; scoring needs at least 2");
   }
   const ModelConfig& mc = run.model->config();
-  const int64_t context = args.context > 0 ? args.context : mc.block_size;
-  if (context > mc.block_size && !mc.extrapolates()) {
-    throw std::runtime_error(
-        "--context " + std::to_string(context) + " is past model.block_size " +
-        std::to_string(mc.block_size) + " of " + args.run.run +
-        ", whose learned positions (model.pos_encoding = \"learned\") have no vector past "
-        "position " +
-        std::to_string(mc.block_size - 1) + "; use --context " + std::to_string(mc.block_size) +
-        " or less, or train with sinusoidal, rope, relative, alibi or none");
-  }
+  const int64_t context = window_context(mc, args.context, args.run.run);
   const Score score = score_tokens(open.run.model, tokens.tokens, 32, context);
   // Bits per byte of UTF-8 text compare across tokenizers; the scored tokens stand for all
   // but the first token's bytes, so the ratio of the whole text is used.

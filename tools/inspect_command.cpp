@@ -1,11 +1,12 @@
 // `tinylm inspect RUN [--prompt TEXT] [--heads] [--ablate] [--priors] [--logit-lens] [--all]
 //                     [--composition] [--attribution] [--circuits] [--geometry]
+//                     [--positions [--context N]] [--context-drift TOKEN] [--analogy a:b::c]
 //                     [--patch --clean TEXT --corrupt TEXT [--position P]]
 //                     [--text FILE] [--windows N] [--probes N] [--seed S]
 //                     [--html FILE] [--json FILE]`
 // Looks inside a trained run through its hook points: attention maps of a prompt, head
-// scores, ablations, priors, the logit lens, composition scores, direct logit attribution
-// and activation patching, as tables on stdout, a JSON
+// scores, ablations, priors, the logit lens, composition scores, direct logit attribution,
+// activation patching, geometry, loss by position and context drift, as tables on stdout, a JSON
 // document, or a self-contained HTML report (which holds every view).
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -77,10 +78,11 @@ void check_writable(const std::string& path, const char* flag) {
 }
 
 struct InspectArgs {
-  std::string run, prompt, text, html, json, clean, corrupt;
+  std::string run, prompt, text, html, json, clean, corrupt, drift_token, analogy;
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
-       patch = false, composition = false, attribution = false, circuits = false, geometry = false;
-  int64_t windows = 32, probes = 8, seed = 0, position = -1;
+       patch = false, composition = false, attribution = false, circuits = false, geometry = false,
+       positions = false, drift = false;
+  int64_t windows = 32, probes = 8, seed = 0, position = -1, context = 0;
   int threads = 0;
   std::string device = "cpu";
 };
@@ -88,7 +90,7 @@ struct InspectArgs {
 // Which views the flags ask for.
 struct Views {
   bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution,
-      circuits, geometry;
+      circuits, geometry, positions, drift, analogy;
 };
 
 Views chosen_views(const InspectArgs& args) {
@@ -104,14 +106,18 @@ Views chosen_views(const InspectArgs& args) {
                 everything || args.composition,
                 everything || args.attribution,
                 everything || args.circuits,
-                everything || args.geometry};
+                everything || args.geometry,
+                everything || args.positions,
+                everything || args.drift,
+                !args.analogy.empty()};
   if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch && !v.composition &&
-      !v.attribution && !v.circuits && !v.geometry) {
+      !v.attribution && !v.circuits && !v.geometry && !v.positions && !v.drift && !v.analogy) {
     throw UsageError(
         "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
-        "--composition, --attribution, --circuits, --geometry, --patch, --all, or --html FILE "
-        "for all of them");
+        "--composition, --attribution, --circuits, --geometry, --positions, --context-drift "
+        "TOKEN, --analogy a:b::c, --patch, --all, or --html FILE for all of them");
   }
+  if (args.context > 0 && !v.positions) throw UsageError("--context goes with --positions");
   if (v.patch && (args.clean.empty() || args.corrupt.empty()))
     throw UsageError("--patch needs both --clean TEXT and --corrupt TEXT");
   if (texts && !v.patch) throw UsageError("--clean and --corrupt go with --patch");
@@ -151,7 +157,7 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   torch::Tensor tokens;
   std::string prompt = args.prompt;
   const bool reads_prompt = v.attention || v.lens || v.attribution;
-  if (v.heads || v.ablate || (reads_prompt && prompt.empty())) {
+  if (v.heads || v.ablate || v.positions || v.drift || (reads_prompt && prompt.empty())) {
     std::tie(tokens, data.source) = text_tokens(run, args);
   }
   if (prompt.empty() && reads_prompt) {
@@ -180,6 +186,15 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
     out.positions = position_geometry(run.model);
     out.embeddings = embedding_geometry(run.model);
   }
+  if (v.positions) {
+    // By default as far as the positions go: 4x block_size where they extrapolate.
+    const int64_t context = args.context > 0    ? window_context(mc, args.context, args.run)
+                            : mc.extrapolates() ? 4 * mc.block_size
+                                                : mc.block_size;
+    out.position_loss = inspect_position_loss(run, tokens, data.source, context);
+  }
+  if (v.drift) out.drift = inspect_context_drift(run, tokens, data.source, args.drift_token);
+  if (v.analogy) out.analogy = inspect_analogy(run, args.analogy);
   // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
   if (v.attribution && (args.attribution || run.tokenizer->encode(prompt).size() >= 2)) {
     out.attribution = inspect_attribution(out, run, prompt);
@@ -268,6 +283,17 @@ Command add_inspect_command(CLI::App& app) {
   cmd->add_flag("--geometry", args->geometry,
                 "Position vectors' similarities and linear shifts; token embeddings' nearest "
                 "neighbours and PCA map");
+  cmd->add_flag("--positions", args->positions,
+                "Mean loss at each position of long windows (--context; default 4x block_size "
+                "where the positions extrapolate): where the model stops coping");
+  cmd->add_option("--context", args->context, "Window length of --positions")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--context-drift", args->drift_token,
+                  "How alike one token's vectors are at each layer across its contexts "
+                  "(with --all: the most frequent token)")
+      ->each([args](const std::string&) { args->drift = true; });
+  cmd->add_option("--analogy", args->analogy,
+                  "a:b::c, \"a is to b as c is to ...\": the tokens nearest e_b - e_a + e_c");
   cmd->add_flag("--patch", args->patch,
                 "Activation patching: how much of the clean text's answer each head, residual "
                 "and layer output restores in the corrupted text");

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/activation_cache.h"
+#include "tools/cli.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -39,7 +40,62 @@ fs::path metrics_path(const fs::path& run_dir) {
   return path;
 }
 
+// Consecutive, non-overlapping windows of `length` tokens from the first `budget` of `tokens`.
+torch::Tensor consecutive_windows(const torch::Tensor& tokens, int64_t length, int64_t budget,
+                                  const std::string& source, const std::string& why) {
+  const int64_t n = std::min(tokens.numel(), budget) / length;
+  if (n == 0) {
+    throw std::runtime_error(source + " has " + std::to_string(tokens.numel()) + " tokens; " + why +
+                             " needs windows of " + std::to_string(length));
+  }
+  return tokens.slice(0, 0, n * length).view({n, length});
+}
+
+// The one token `text` encodes to, or an error naming what it encodes to instead.
+int64_t single_token(const LoadedRun& run, const std::string& text, const std::string& flag) {
+  const std::vector<int64_t> ids = run.tokenizer->encode(text, flag);
+  if (ids.size() == 1) return ids.front();
+  std::string pieces;
+  for (const int64_t id : ids)
+    pieces += (pieces.empty() ? "" : " ") + run.tokenizer->token_label(id);
+  throw std::runtime_error(flag + " \"" + text + "\" is " + std::to_string(ids.size()) +
+                           " tokens in this run's tokenizer (" + pieces + "); give one token");
+}
+
 }  // namespace
+
+PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& tokens,
+                                       const std::string& source, int64_t context) {
+  const torch::Tensor windows =
+      consecutive_windows(tokens, context + 1, int64_t{1} << 17, source, "--positions");
+  return {source, context, loss_by_position(run.model, windows)};
+}
+
+DriftView inspect_context_drift(LoadedRun& run, const torch::Tensor& tokens,
+                                const std::string& source, const std::string& token) {
+  const torch::Tensor windows = consecutive_windows(tokens, run.model->config().block_size,
+                                                    int64_t{1} << 16, source, "--context-drift");
+  const int64_t id = token.empty() ? torch::bincount(windows.flatten()).argmax().item<int64_t>()
+                                   : single_token(run, token, "--context-drift");
+  return {source, context_drift(run.model, windows, id)};
+}
+
+AnalogyView inspect_analogy(LoadedRun& run, const std::string& spec) {
+  const size_t pair = spec.find("::");
+  const size_t first = spec.find(':');
+  if (pair == std::string::npos || first >= pair || spec.find(':', pair + 2) != std::string::npos) {
+    throw UsageError(
+        "--analogy takes a:b::c, \"a is to b as c is to ...\" (e.g. "
+        "man:king::woman), got \"" +
+        spec + "\"");
+  }
+  AnalogyView v;
+  v.a = single_token(run, spec.substr(0, first), "--analogy");
+  v.b = single_token(run, spec.substr(first + 1, pair - first - 1), "--analogy");
+  v.c = single_token(run, spec.substr(pair + 2), "--analogy");
+  v.nearest = embedding_analogy(run.model, v.a, v.b, v.c);
+  return v;
+}
 
 std::string visible_token(const std::string& piece) {
   if (piece == " ") return "\u2423";

@@ -1,7 +1,8 @@
 #pragma once
 // The views of `tinylm inspect` as typed results: the attention maps of a prompt, head
 // scores with the induction probe, ablation, priors, the logit lens, activation patching,
-// composition scores, direct logit attribution, and the training curves
+// composition scores, direct logit attribution, geometry, loss by position, context drift,
+// and the training curves
 // of metrics.jsonl. They become text in tools/inspection_tables.h and JSON (the format is
 // in docs/FORMATS.md) only at the output, in tools/inspection_json.h.
 
@@ -16,11 +17,13 @@
 #include "model/analysis/ablation.h"
 #include "model/analysis/activation_patching.h"
 #include "model/analysis/composition.h"
+#include "model/analysis/context_drift.h"
 #include "model/analysis/geometry.h"
 #include "model/analysis/head_scores.h"
 #include "model/analysis/induction_probe.h"
 #include "model/analysis/logit_attribution.h"
 #include "model/analysis/logit_lens.h"
+#include "model/analysis/position_loss.h"
 #include "model/analysis/priors.h"
 #include "model/analysis/token_circuits.h"
 #include "train/checkpoint.h"
@@ -68,6 +71,22 @@ struct LensView {
   LogitLens lens;
 };
 
+struct PositionLossView {
+  std::string source;
+  int64_t context = 0;  // the windows' length, N
+  PositionLoss loss;
+};
+
+struct DriftView {
+  std::string source;
+  ContextDrift drift;
+};
+
+struct AnalogyView {
+  int64_t a = 0, b = 0, c = 0;
+  Analogy nearest;
+};
+
 // metrics.jsonl as the report plots it, records passed through as they were written.
 struct TrainingCurves {
   std::vector<std::pair<int64_t, double>> train;  // step, loss
@@ -102,6 +121,9 @@ struct Inspection {
   std::optional<PositionGeometry> positions;
   std::optional<EmbeddingGeometry> embeddings;
   std::optional<AttributionView> attribution;
+  std::optional<PositionLossView> position_loss;
+  std::optional<DriftView> drift;
+  std::optional<AnalogyView> analogy;
   std::optional<SnapshotsView> snapshots;  // absent when the run has none
   std::optional<TrainingCurves> training;  // asked for, but absent: notes say so
   bool training_asked = false;
@@ -123,6 +145,16 @@ AttributionView inspect_attribution(Inspection& out, LoadedRun& run, const std::
 // the last token.
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
                               int64_t position);
+// Consecutive windows of `context` + 1 tokens (at most 2^17 tokens of `tokens`); context
+// past block_size only where the positions extrapolate (tools/cli.h).
+PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& tokens,
+                                       const std::string& source, int64_t context);
+// `token` must be one token; empty: the most frequent one. Over consecutive block_size
+// windows of the first 2^16 tokens.
+DriftView inspect_context_drift(LoadedRun& run, const torch::Tensor& tokens,
+                                const std::string& source, const std::string& token);
+// "a:b::c" (a is to b as c is to ...), each one token.
+AnalogyView inspect_analogy(LoadedRun& run, const std::string& spec);
 std::optional<SnapshotsView> read_snapshots(Inspection& out, const std::filesystem::path& run_dir);
 std::optional<TrainingCurves> read_training_curves(Inspection& out,
                                                    const std::filesystem::path& run_dir);

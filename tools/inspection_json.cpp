@@ -230,12 +230,45 @@ json geometry_json(const PositionGeometry& p, const EmbeddingGeometry& e,
        {{"kind", p.kind},
         {"similarity", p.similarity.defined() ? tensor_to_json(p.similarity, 4) : json(nullptr)},
         {"shift_residual",
-         p.shift_residual.defined() ? tensor_to_json(p.shift_residual, 6) : json(nullptr)}}},
+         p.shift_residual.defined() ? tensor_to_json(p.shift_residual, 6) : json(nullptr)},
+        {"distance_bias",
+         p.distance_bias.defined() ? tensor_to_json(p.distance_bias, 5) : json(nullptr)}}},
       {"tokens",
        {{"neighbours", neighbours},
         {"similarity", tensor_to_json(e.similarity, 4)},
         {"map", tensor_to_json(e.map, 4)},
         {"explained", tensor_to_json(e.explained, 4)}}}};
+}
+
+json position_loss_json(const PositionLossView& v, const ModelConfig& c) {
+  return {{"source", v.source},
+          {"context", v.context},
+          {"block_size", c.block_size},
+          {"windows", v.loss.windows},
+          {"per_position", tensor_to_json(v.loss.per_position, 5)},
+          {"bucket_start", tensor_to_json(v.loss.bucket_start, 0)},
+          {"bucket_loss", tensor_to_json(v.loss.bucket_loss, 5)}};
+}
+
+json drift_json(const DriftView& v, const Tokenizer& tokenizer) {
+  const ContextDrift& d = v.drift;
+  json similarity = json::array(), baseline = json::array();
+  for (size_t s = 0; s < d.stages.size(); ++s) {
+    similarity.push_back(rounded(d.similarity[s], 6));
+    baseline.push_back(rounded(d.baseline[s], 6));
+  }
+  return {{"source", v.source},  {"token", tokenizer.token_label(d.token)},
+          {"id", d.token},       {"occurrences", d.occurrences},
+          {"stages", d.stages},  {"similarity", similarity},
+          {"baseline", baseline}};
+}
+
+json analogy_json(const AnalogyView& v, const Tokenizer& tokenizer) {
+  return {{"a", tokenizer.token_label(v.a)},
+          {"b", tokenizer.token_label(v.b)},
+          {"c", tokenizer.token_label(v.c)},
+          {"nearest", token_labels(tokenizer, v.nearest.ids)},
+          {"similarity", tensor_to_json(v.nearest.similarity, 4)}};
 }
 
 json training_json(const TrainingCurves& c) {
@@ -275,6 +308,10 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
   if (in.composition) doc["composition"] = composition_json(*in.composition);
   if (in.positions && in.embeddings)
     doc["geometry"] = geometry_json(*in.positions, *in.embeddings, *run.tokenizer);
+  if (in.position_loss)
+    doc["position_loss"] = position_loss_json(*in.position_loss, run.model->config());
+  if (in.drift) doc["context_drift"] = drift_json(*in.drift, *run.tokenizer);
+  if (in.analogy) doc["analogy"] = analogy_json(*in.analogy, *run.tokenizer);
   if (in.circuits) doc["circuits"] = circuits_json(*in.circuits, *run.tokenizer);
   if (in.attribution) doc["attribution"] = attribution_json(*in.attribution, *run.tokenizer);
   if (in.patching) doc["patching"] = patching_json(*in.patching, *run.tokenizer);

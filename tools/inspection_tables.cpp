@@ -178,6 +178,19 @@ void print_geometry(const PositionGeometry& p, const EmbeddingGeometry& e, const
                   table_cell(p.shift_residual[k].item<double>(), "%.4f").c_str());
   } else if (p.similarity.defined()) {
     std::printf(": the rotation's kernel between positions is in --json and --html");
+  } else if (p.distance_bias.defined()) {
+    std::printf(": each head's score bias at distance d (layer 0; every layer in --json)\n");
+    const torch::Tensor b = p.distance_bias[0];  // (nh, P)
+    const int64_t P = b.size(1);
+    std::vector<int64_t> columns;
+    for (int64_t d = 0; d < P; d = d == 0 ? 1 : 2 * d) columns.push_back(d);
+    if (columns.back() != P - 1) columns.push_back(P - 1);
+    std::printf("  head");
+    for (const int64_t d : columns) std::printf(" %7s", ("d=" + std::to_string(d)).c_str());
+    for (int64_t h = 0; h < b.size(0); ++h) {
+      std::printf("\n  %4lld", static_cast<long long>(h));
+      for (const int64_t d : columns) std::printf(" %7.3f", b[h][d].item<double>());
+    }
   }
   std::printf(
       "\ntoken embeddings: nearest neighbours by cosine similarity; PCA holds %.0f%% + "
@@ -190,6 +203,45 @@ void print_geometry(const PositionGeometry& p, const EmbeddingGeometry& e, const
                   e.similarity[t][j].item<double>());
     std::printf(t % 4 == 3 ? "\n" : "   ");
   }
+  std::printf("\n\n");
+}
+
+void print_position_loss(const PositionLossView& v, int64_t block_size) {
+  const PositionLoss& p = v.loss;
+  std::printf(
+      "loss by position: mean nats at each position of %lld windows of %lld tokens from %s "
+      "(trained at %lld)\n",
+      static_cast<long long>(p.windows), static_cast<long long>(v.context), v.source.c_str(),
+      static_cast<long long>(block_size));
+  const int64_t K = p.bucket_start.size(0), N = p.per_position.size(0);
+  for (int64_t k = 0; k < K; ++k) {
+    const int64_t from = p.bucket_start[k].item<int64_t>();
+    const int64_t to = k + 1 < K ? p.bucket_start[k + 1].item<int64_t>() : N;
+    std::printf("  %5lld-%-5lld %.4f%s\n", static_cast<long long>(from),
+                static_cast<long long>(to - 1), p.bucket_loss[k].item<double>(),
+                from <= block_size && block_size < to ? "  <- block_size" : "");
+  }
+  std::printf("\n");
+}
+
+void print_drift(const DriftView& v, const LoadedRun& run) {
+  const ContextDrift& d = v.drift;
+  std::printf(
+      "context drift of %s: the mean cosine similarity of its %lld occurrences' vectors in %s "
+      "(baseline: any two positions)\n",
+      label(run, d.token).c_str(), static_cast<long long>(d.occurrences), v.source.c_str());
+  for (size_t s = 0; s < d.stages.size(); ++s)
+    std::printf("  %-26s %.4f   baseline %.4f\n", d.stages[s].c_str(), d.similarity[s],
+                d.baseline[s]);
+  std::printf("\n");
+}
+
+void print_analogy(const AnalogyView& v, const LoadedRun& run) {
+  std::printf("%s is to %s as %s is to:", label(run, v.a).c_str(), label(run, v.b).c_str(),
+              label(run, v.c).c_str());
+  for (int64_t i = 0; i < v.nearest.ids.size(0); ++i)
+    std::printf(" %s %.3f", label(run, v.nearest.ids[i].item<int64_t>()).c_str(),
+                v.nearest.similarity[i].item<double>());
   std::printf("\n\n");
 }
 
@@ -282,6 +334,9 @@ void print_inspection(const Inspection& in, const LoadedRun& run) {
   if (in.lens) print_logit_lens(*in.lens, run);
   if (in.composition) print_composition(*in.composition);
   if (in.positions && in.embeddings) print_geometry(*in.positions, *in.embeddings, run);
+  if (in.position_loss) print_position_loss(*in.position_loss, run.model->config().block_size);
+  if (in.drift) print_drift(*in.drift, run);
+  if (in.analogy) print_analogy(*in.analogy, run);
   if (in.circuits) print_circuits(*in.circuits, run);
   if (in.attribution) print_attribution(*in.attribution);
   if (in.patching) print_patching(*in.patching, run);

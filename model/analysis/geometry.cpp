@@ -42,6 +42,14 @@ PositionGeometry position_geometry(GPT& model, int64_t max_positions, int64_t ma
                    static_cast<double>(c.head_size() / 2);
     return g;
   }
+  if (model->transformer->h.front()->attn->has_score_bias()) {
+    std::vector<torch::Tensor> layers;
+    for (auto& block : model->transformer->h) {  // the last query's row, nearest key first
+      layers.push_back(block->attn->score_bias(1, P).select(1, 0).flip(-1));  // (nh, P)
+    }
+    g.distance_bias = torch::stack(layers).to(torch::kFloat64);  // (L, nh, P)
+    return g;
+  }
   const torch::Tensor table = model->positions(P);  // (P, C), undefined without positions
   if (!table.defined()) return g;
   g.similarity = cosine_similarity_matrix(table.to(torch::kFloat64));
@@ -74,6 +82,21 @@ EmbeddingGeometry embedding_geometry(GPT& model, int64_t k) {
   g.map = centred.matmul(top);
   g.explained = values.slice(0, C - n, C).flip(0) / values.sum().clamp_min(1e-300);
   return g;
+}
+
+}  // namespace tinylm
+
+namespace tinylm {
+
+Analogy embedding_analogy(GPT& model, int64_t a, int64_t b, int64_t c, int64_t k) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor e = model->transformer->wte->weight.to(torch::kFloat64);  // (V, C)
+  const torch::Tensor unit = e / e.norm(2, 1, true).clamp_min(1e-300);
+  const torch::Tensor target = e[b] - e[a] + e[c];
+  torch::Tensor s = unit.matmul(target / target.norm().clamp_min(1e-300));  // (V,)
+  for (const int64_t left_out : {a, b, c}) s[left_out] = -2.0;
+  const auto [values, indices] = s.topk(std::min<int64_t>(k, e.size(0) - 3));
+  return {indices, values};
 }
 
 }  // namespace tinylm

@@ -95,6 +95,22 @@ try {
   check(await page.locator("#embedding-svg text.embedding-label").count() === V, "the embedding map does not label every token");
   check(await page.locator("#neighbours tbody tr").count() === V, "the neighbours table does not list every token");
 
+  // Relative and alibi positions: a chart of each layer's bias per distance.
+  const bias = doc.geometry.positions.distance_bias;
+  check(await page.locator("svg.distance-bias-chart").count() === (bias ? L : 0), "the distance-bias charts are not one per layer");
+  if (doc.analogy) {
+    check((await page.textContent("#analogy")).includes(visible(doc.analogy.nearest[0])), "the analogy's nearest token is not shown");
+  }
+  // Loss by position: one point per position, and the block_size line.
+  const pl = doc.position_loss;
+  const perPosition = await page.locator("#position-loss-svg path").first().getAttribute("d");
+  check(perPosition.split("L").length === pl.per_position.length, `the position-loss curve has ${perPosition.split("L").length} points, the JSON ${pl.per_position.length}`);
+  check(await page.locator("#position-loss-svg path").count() === 3, "the position-loss chart misses a series");
+  // Context drift: a point per stage, for the token the JSON names.
+  const d = doc.context_drift;
+  check((await page.locator("#drift-svg path").first().getAttribute("d")).split("L").length === d.stages.length, "the drift curve does not have a point per stage");
+  check((await page.textContent("#drift-lead")).includes(String(d.occurrences)), "the drift lead does not give the occurrences");
+
   // Circuits: a row per head, its OV reads as the JSON's.
   check(await page.locator("#circuits-table tbody tr").count() === L * H, "circuits table does not list every head");
   const reads = await page.locator("#circuits-table tbody tr").first().locator("td").nth(2).textContent();

@@ -204,6 +204,15 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   EXPECT_EQ(j["geometry"]["tokens"]["neighbours"].size(), static_cast<size_t>(V));
   EXPECT_EQ(j["geometry"]["positions"]["similarity"].size(), 16u);  // block_size
   EXPECT_EQ(j["geometry"]["tokens"]["map"][0].size(), 2u);
+  EXPECT_EQ(j["geometry"]["positions"]["shift_residual"].size(), 14u);  // k = 1 .. 16 - 2
+  // Learned positions: loss by position within block_size only.
+  EXPECT_EQ(j["position_loss"]["context"], 16);
+  EXPECT_EQ(j["position_loss"]["per_position"].size(), 16u);
+  EXPECT_EQ(j["position_loss"]["windows"], (111540 / 17));  // the val split, whole windows
+  // Context drift of the most frequent token (" " in Shakespeare): a stage per layer and two.
+  EXPECT_EQ(j["context_drift"]["token"], " ");
+  EXPECT_EQ(j["context_drift"]["stages"].size(), static_cast<size_t>(L + 2));
+  EXPECT_EQ(j["context_drift"]["similarity"][0], 1.0);
   // The training-time probe scores of metrics.jsonl, one per eval.
   const auto& evals = j["training"]["probe"];
   ASSERT_EQ(evals.size(), 3u);  // steps 0, 2, 4
@@ -279,6 +288,35 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   EXPECT_GT(b["memory"]["peak_rss_mb"].get<double>(), 0.0);
 }
 
+TEST(CliPositions, RelativeAndAlibiRunsGoPastTheirBlock) {
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
+  for (const std::string positions : {"relative", "alibi"}) {
+    const std::string run = (dir / positions).string();
+    auto r =
+        run_tinylm({"train", config.string(), "--out", run, "--model.pos_encoding=" + positions});
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    // Scored at 1x and 3x block_size: every token once either way.
+    for (const int context : {16, 48}) {
+      r = run_tinylm({"eval", run, "--json", "--context", std::to_string(context)}, false);
+      ASSERT_EQ(r.exit_code, 0) << r.output;
+      const auto j = nlohmann::json::parse(r.output);
+      EXPECT_EQ(j["context"], context);
+      EXPECT_EQ(j["tokens"], 111539);
+    }
+    // Sampling slides past block_size; inspect's loss by position goes to 4x by default.
+    r = run_tinylm({"sample", run, "--max-new-tokens", "40", "--prompt", "ROMEO:"}, false);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output.rfind("ROMEO:", 0), 0u) << r.output;
+    r = run_tinylm({"inspect", run, "--positions", "--geometry", "--json", "-"}, false);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto j = nlohmann::json::parse(r.output);
+    EXPECT_EQ(j["position_loss"]["per_position"].size(), 64u) << positions;
+    EXPECT_EQ(j["geometry"]["positions"]["distance_bias"][1].size(), 2u) << positions;  // [L][h][d]
+    EXPECT_TRUE(j["geometry"]["positions"]["similarity"].is_null()) << positions;
+  }
+}
+
 TEST_F(Cli, AblatingAHeadChangesEvalAndSample) {
   const auto plain = run_tinylm({"eval", run().string(), "--json"}, false);
   const auto ablated = run_tinylm({"eval", run().string(), "--json", "--ablate", "0.1,1.0"}, false);
@@ -330,6 +368,20 @@ TEST_F(Cli, BadInspectInputs) {
   EXPECT_NE(one_token.output.find("the prompt is one token: no logit attribution"),
             std::string::npos)
       << one_token.output;
+  expect_failure(run_tinylm({"inspect", r, "--positions", "--context", "17"}), 1,
+                 "--context 17 is past model.block_size 16 of " + r +
+                     ", whose learned positions (model.pos_encoding = \"learned\") have no "
+                     "vector past position 15");
+  expect_failure(run_tinylm({"inspect", r, "--heads", "--context", "8"}), 2,
+                 "--context goes with --positions");
+  expect_failure(
+      run_tinylm({"inspect", r, "--context-drift", "ab"}), 1,
+      "--context-drift \"ab\" is 2 tokens in this run's tokenizer (a b); give one token");
+  expect_failure(run_tinylm({"inspect", r, "--analogy", "a:b:c"}), 2, "--analogy takes a:b::c");
+  expect_failure(run_tinylm({"inspect", r, "--analogy", "a:b::~"}), 1, "--analogy");
+  expect_failure(run_tinylm({"eval", r, "--context", "32"}), 1,
+                 "--context 32 is past model.block_size 16");
+  expect_failure(run_tinylm({"eval", r, "--context", "0"}), 2, "--context");
   expect_failure(run_tinylm({"eval", r, "--ablate", "2.0"}), 1,
                  "--ablate: head 2.0 is not in this model: layers are 0-1 and heads 0-1");
   expect_failure(run_tinylm({"sample", r, "--ablate", "0.x"}), 2, "--ablate: bad head \"0.x\"");

@@ -28,10 +28,20 @@ TEST(Geometry, SinusoidalShiftsAreLinearAndRandomOnesAreNot) {
 }
 
 TEST(Geometry, PositionsOfEachEncoding) {
-  for (const char* kind : {"learned", "sinusoidal", "rope", "none"}) {
+  for (const char* kind : enum_names(PosEncoding{})) {
     GPT model = test::random_model(test::small_config({std::string("pos_encoding=") + kind}));
     const PositionGeometry g = position_geometry(model);
     EXPECT_EQ(g.kind, kind);
+    if (std::string(kind) == "alibi" || std::string(kind) == "relative") {
+      // No vectors: each head's bias per distance, the scores' own row read backwards.
+      EXPECT_FALSE(g.similarity.defined());
+      ASSERT_EQ(g.distance_bias.sizes(), (std::vector<int64_t>{2, 2, 8}));
+      const torch::Tensor want = model->transformer->h[1]->attn->score_bias(8, 8)[0][7];  // (8,)
+      for (int64_t d = 0; d < 8; ++d)
+        EXPECT_EQ(g.distance_bias[1][0][d].item<double>(), want[7 - d].item<double>()) << kind;
+      continue;
+    }
+    EXPECT_FALSE(g.distance_bias.defined());
     if (std::string(kind) == "none") {
       EXPECT_FALSE(g.similarity.defined());
       continue;
@@ -44,7 +54,7 @@ TEST(Geometry, PositionsOfEachEncoding) {
       EXPECT_NEAR(g.similarity[2][5].item<double>(), g.similarity[5][2].item<double>(), 1e-6);
       EXPECT_FALSE(g.shift_residual.defined());
     } else {
-      EXPECT_EQ(g.shift_residual.size(0), 6);  // offsets 1..min(8, P - 2)
+      EXPECT_EQ(g.shift_residual.size(0), 6);  // offsets 1..min(16, P - 2)
     }
   }
 }
@@ -67,6 +77,26 @@ TEST(Geometry, NeighboursAndMapWorkedExample) {
   EXPECT_GE(g.explained[0].item<double>(), g.explained[1].item<double>());
   // The map keeps distances when nothing is dropped: |x0 - x3| = 2.
   EXPECT_NEAR((g.map[0] - g.map[3]).norm().item<double>(), 2.0, 1e-6);
+}
+
+TEST(Geometry, AnalogyWorkedExample) {
+  // man (1, 0, 0), woman (1, 1, 0), king (0, 0, 1), queen (0, 1, 1), prince (0, 0.2, 1):
+  // king - man + woman = (0, 1, 1) is queen exactly, then prince (cos 1.2 / sqrt(2 * 1.04)).
+  GPT model(test::small_config({"n_embd=3", "n_head=1"}, 5));
+  {
+    torch::NoGradGuard no_grad;
+    model->transformer->wte->weight.copy_(torch::tensor({{1.0f, 0.0f, 0.0f},
+                                                         {1.0f, 1.0f, 0.0f},
+                                                         {0.0f, 0.0f, 1.0f},
+                                                         {0.0f, 1.0f, 1.0f},
+                                                         {0.0f, 0.2f, 1.0f}}));
+  }
+  const Analogy a = embedding_analogy(model, /*man*/ 0, /*woman*/ 1, /*king*/ 2, 5);
+  ASSERT_EQ(a.ids.size(0), 2);  // a, b and c left out
+  EXPECT_EQ(a.ids[0].item<int64_t>(), 3);
+  EXPECT_NEAR(a.similarity[0].item<double>(), 1.0, 1e-6);
+  EXPECT_EQ(a.ids[1].item<int64_t>(), 4);
+  EXPECT_NEAR(a.similarity[1].item<double>(), 1.2 / std::sqrt(2 * 1.04), 1e-6);
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ int64_t single_token(const LoadedRun& run, const std::string& text, const std::s
 PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& tokens,
                                        const std::string& source, int64_t context) {
   const torch::Tensor windows =
-      consecutive_windows(tokens, context + 1, int64_t{1} << 17, source, "--positions");
+      consecutive_windows(tokens, context + 1, int64_t{1} << 16, source, "--positions");
   return {source, context, loss_by_position(run.model, windows)};
 }
 

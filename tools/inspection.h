@@ -145,7 +145,7 @@ AttributionView inspect_attribution(Inspection& out, LoadedRun& run, const std::
 // the last token.
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
                               int64_t position);
-// Consecutive windows of `context` + 1 tokens (at most 2^17 tokens of `tokens`); context
+// Consecutive windows of `context` + 1 tokens (at most 2^16 tokens of `tokens`); context
 // past block_size only where the positions extrapolate (tools/cli.h).
 PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& tokens,
                                        const std::string& source, int64_t context);

@@ -257,9 +257,13 @@ json drift_json(const DriftView& v, const Tokenizer& tokenizer) {
     similarity.push_back(rounded(d.similarity[s], 6));
     baseline.push_back(rounded(d.baseline[s], 6));
   }
-  return {{"source", v.source},  {"token", tokenizer.token_label(d.token)},
-          {"id", d.token},       {"occurrences", d.occurrences},
-          {"stages", d.stages},  {"similarity", similarity},
+  return {{"source", v.source},
+          {"token", tokenizer.token_label(d.token)},
+          {"id", d.token},
+          {"occurrences", d.occurrences},
+          {"tokens", d.tokens},
+          {"stages", d.stages},
+          {"similarity", similarity},
           {"baseline", baseline}};
 }
 

@@ -20,6 +20,7 @@ ContextDrift context_drift(GPT& model, const torch::Tensor& windows, int64_t tok
   ContextDrift out;
   out.token = token;
   out.occurrences = (windows == token).sum().item<int64_t>();
+  out.tokens = windows.numel();
   if (out.occurrences < 2) {
     throw std::invalid_argument(
         "token " + std::to_string(token) + " occurs " + std::to_string(out.occurrences) + " time" +

@@ -23,6 +23,7 @@ namespace tinylm {
 struct ContextDrift {
   int64_t token = 0;
   int64_t occurrences = 0;
+  int64_t tokens = 0;  // in the windows
   std::vector<std::string>
       stages;                      // "embed", "blocks.0.hook_resid_pre", "blocks.L.hook_resid_post"
   std::vector<double> similarity;  // per stage

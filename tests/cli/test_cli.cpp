@@ -208,7 +208,7 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   // Learned positions: loss by position within block_size only.
   EXPECT_EQ(j["position_loss"]["context"], 16);
   EXPECT_EQ(j["position_loss"]["per_position"].size(), 16u);
-  EXPECT_EQ(j["position_loss"]["windows"], (111540 / 17));  // the val split, whole windows
+  EXPECT_EQ(j["position_loss"]["windows"], 65536 / 17);  // whole windows of the first 2^16 tokens
   // Context drift of the most frequent token (" " in Shakespeare): a stage per layer and two.
   EXPECT_EQ(j["context_drift"]["token"], " ");
   EXPECT_EQ(j["context_drift"]["stages"].size(), static_cast<size_t>(L + 2));

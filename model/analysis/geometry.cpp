@@ -84,10 +84,6 @@ EmbeddingGeometry embedding_geometry(GPT& model, int64_t k) {
   return g;
 }
 
-}  // namespace tinylm
-
-namespace tinylm {
-
 Analogy embedding_analogy(GPT& model, int64_t a, int64_t b, int64_t c, int64_t k) {
   torch::NoGradGuard no_grad;
   const torch::Tensor e = model->transformer->wte->weight.to(torch::kFloat64);  // (V, C)

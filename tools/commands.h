@@ -19,5 +19,7 @@ Command add_inspect_command(CLI::App& app);
 Command add_prepare_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_keys_command(CLI::App& app);
+Command add_import_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
 
 }  // namespace tinylm

@@ -1,0 +1,97 @@
+// `tinylm export RUN --format nanogpt --out PATH [--mask-buffers]`
+// Writes a GPT-2-block run as nanoGPT's ckpt.pt (train/nanogpt_checkpoint.h), which its
+// sample.py and train.py (init_from = 'resume') load, with its AdamW moments when the run
+// has them; a char run's meta.pkl goes beside it. A run nanoGPT's GPT cannot hold is
+// refused, naming each option in the way.
+
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "data/char_tokenizer.h"
+#include "data/utf8.h"
+#include "tools/cli.h"
+#include "tools/commands.h"
+#include "train/checkpoint.h"
+#include "train/nanogpt_checkpoint.h"
+#include "train/safetensors.h"
+
+namespace tinylm {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ExportArgs {
+  std::string run, format = "nanogpt", out;
+  bool mask_buffers = false;
+  int threads = 0;
+};
+
+// The run's AdamW moments ("exp_avg.NAME", ...), or none: a run without optimizer.safetensors,
+// or one whose matrices Muon trained (nanoGPT's AdamW has no state for them).
+std::map<std::string, torch::Tensor> adamw_moments(const fs::path& run) {
+  const fs::path path = run / "optimizer.safetensors";
+  if (!fs::is_regular_file(path)) return {};
+  std::map<std::string, torch::Tensor> moments = load_safetensors(path).tensors;
+  moments.erase("step");
+  for (const auto& [name, t] : moments) {
+    if (name.rfind("muon_momentum.", 0) == 0) {
+      spdlog::warn("{} was trained with Muon: the checkpoint gets no optimizer state",
+                   run.string());
+      return {};
+    }
+  }
+  return moments;
+}
+
+int run_export(const ExportArgs& args) {
+  set_threads(args.threads);
+  LoadedRun run = load_run(args.run);
+  if (const auto problems = nanogpt_incompatibilities(run.model->config()); !problems.empty()) {
+    std::string list;
+    for (const std::string& p : problems) list += "\n  " + p;
+    throw std::runtime_error(args.run +
+                             " is not a GPT-2-block run, which nanoGPT's GPT is:" + list);
+  }
+  const fs::path run_dir(args.run), out(args.out);
+  const TrainingState state =
+      fs::is_regular_file(run_dir / "state.json") ? load_training_state(run_dir) : TrainingState{};
+  const std::string dataset =
+      fs::absolute(run_dir).lexically_normal().filename().string();  // nanoGPT's data/DATASET
+  write_nanogpt_checkpoint(out, run.model, run.config, adamw_moments(run_dir), state.step,
+                           state.step, state.best_val_loss, dataset, args.mask_buffers);
+  spdlog::info("wrote {} (nanoGPT's ckpt.pt, step {})", out.string(), state.step);
+  if (const auto* chars = dynamic_cast<const CharTokenizer*>(run.tokenizer.get())) {
+    std::vector<std::string> itos;
+    for (const char32_t cp : chars->vocab()) {
+      std::string text;
+      append_utf8(text, cp);
+      itos.push_back(text);
+    }
+    const fs::path meta = out.parent_path() / "meta.pkl";
+    write_nanogpt_meta(meta, itos);
+    spdlog::info(
+        "wrote {} (the char vocabulary; nanoGPT's sample.py reads it from "
+        "data/{}/meta.pkl)",
+        meta.string(), dataset);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_export_command(CLI::App& app) {
+  auto args = std::make_shared<ExportArgs>();
+  CLI::App* cmd = app.add_subcommand("export", "Write a run in another project's format");
+  cmd->add_option("run", args->run, "Run directory (or its best/)")->required();
+  cmd->add_option("--format", args->format, "nanogpt: nanoGPT's ckpt.pt (and meta.pkl)")
+      ->check(CLI::IsMember({"nanogpt"}));
+  cmd->add_option("--out", args->out, "The file to write (ckpt.pt)")->required();
+  cmd->add_flag("--mask-buffers", args->mask_buffers,
+                "Add each block's causal mask (attn.bias), which nanoGPT under PyTorch < 2 "
+                "registers and so requires");
+  cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  return [args] { return run_export(*args); };
+}
+
+}  // namespace tinylm

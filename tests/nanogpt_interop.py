@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """nanoGPT's ckpt.pt into tinylm and back, checked with Debian's python3-torch.
 
-1. Writes a ckpt.pt the way nanoGPT's train.py does (model with torch.compile's _orig_mod.
-   prefix and the tied lm_head.weight, model_args, iter_num, best_val_loss, config, and a
+1. Writes a ckpt.pt the way nanoGPT's train.py does (model, an OrderedDict with _metadata
+   as state_dict() makes it, with torch.compile's _orig_mod. prefix and the tied lm_head.weight, model_args, iter_num, best_val_loss, config, and a
    real torch.optim.AdamW state after two steps in nanoGPT's two groups) and its meta.pkl,
    for a small GPT with random weights.
 2. `tinylm import` makes a run of it; `tinylm eval --text` equals this script's PyTorch
@@ -15,6 +15,7 @@
 
 usage: nanogpt_interop.py TINYLM SOURCE_DIR
 """
+import collections
 import json
 import math
 import os
@@ -112,13 +113,15 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    state = {"_orig_mod." + k: v.detach().clone() for k, v in w.items()}
+    # A state_dict() is an OrderedDict with _metadata, which LibTorch 1.13 cannot read as it is.
+    state = collections.OrderedDict(("_orig_mod." + k, v.detach().clone()) for k, v in w.items())
     state["_orig_mod.lm_head.weight"] = state["_orig_mod.transformer.wte.weight"]
+    state._metadata = collections.OrderedDict([("", {"version": 1}), ("transformer", {"version": 1})])
     ckpt = {"model": state, "optimizer": opt.state_dict(), "model_args": args, "iter_num": 2,
             "best_val_loss": torch.tensor(3.25),
             "config": {"dataset": "shakespeare_char", "learning_rate": 1e-3, "max_iters": 5000,
                        "beta2": 0.99, "batch_size": 4, "dtype": "float16", "warmup_iters": 10,
-                       "lr_decay_iters": 5000, "min_lr": 1e-4}}
+                       "lr_decay_iters": 5000, "min_lr": 1e-4, "wandb": {"project": "x"}}}
 
     with tempfile.TemporaryDirectory() as tmp:
         path = lambda *p: os.path.join(tmp, *p)

@@ -53,18 +53,30 @@ RunConfig run_config_of(const NanoGptCheckpoint& ckpt, const ImportArgs& args) {
   RunConfig config;
   config.model = ckpt.model;
   config.data.path = fs::absolute(args.data).lexically_normal().string();
+  std::vector<std::string> overrides;
   for (const auto& [key, value] : ckpt.config) {
     if (key == "dtype" || key == "device" || key == "seed") continue;  // this machine's choice
     const std::vector<std::string> keys = config_keys();
-    if (std::find(keys.begin(), keys.end(), "train." + key) == keys.end()) continue;
-    RunConfig trial = config;
-    try {
-      apply_overrides(trial, {"train." + key + "=" + value});
-      trial.validate();
-      config = trial;
-    } catch (const std::invalid_argument& e) {
-      spdlog::warn("kept tinylm's default for train.{}: nanoGPT's {} = {} is refused ({})", key,
-                   key, value, e.what());
+    if (std::find(keys.begin(), keys.end(), "train." + key) != keys.end())
+      overrides.push_back("train." + key + "=" + value);
+  }
+  // All together (one may need another: lr_decay_iters > warmup_iters); failing that, each
+  // one that tinylm accepts.
+  const auto applied = [](RunConfig c, const std::vector<std::string>& some) {
+    apply_overrides(c, some);
+    c.validate();
+    return c;
+  };
+  try {
+    config = applied(config, overrides);
+  } catch (const std::invalid_argument&) {
+    for (const std::string& o : overrides) {
+      try {
+        config = applied(config, {o});
+      } catch (const std::invalid_argument& e) {
+        spdlog::warn("kept tinylm's default for {}: nanoGPT's value is refused ({})",
+                     o.substr(0, o.find('=')), e.what());
+      }
     }
   }
   config.model.vocab_size = ckpt.model.vocab_size;

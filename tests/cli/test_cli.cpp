@@ -288,6 +288,36 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   EXPECT_GT(b["memory"]["peak_rss_mb"].get<double>(), 0.0);
 }
 
+TEST_F(Cli, ExportAndImportArguments) {
+  // The shared run is a GPT-2 block: it goes to nanoGPT and comes back (tests/nanogpt_interop.py
+  // checks the contents with PyTorch).
+  TempDir dir;
+  const std::string ckpt = (dir / "ckpt.pt").string();
+  auto r = run_tinylm({"export", run().string(), "--format", "nanogpt", "--out", ckpt});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir / "meta.pkl"));
+  const std::string corpus = test::shakespeare().string();
+  r = run_tinylm({"import", ckpt, "--out", (dir / "back").string(), "--meta",
+                  (dir / "meta.pkl").string(), "--data", corpus});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The same weights to the byte; the recorded step too (the run's last).
+  EXPECT_EQ(test::read_text(dir / "back" / "model.safetensors"),
+            test::read_text(run() / "model.safetensors"));
+  expect_failure(run_tinylm({"export", run().string(), "--format", "llama", "--out", ckpt}), 2,
+                 "--format");
+  expect_failure(run_tinylm({"import", (dir / "none.pt").string(), "--out", (dir / "x").string(),
+                             "--meta", (dir / "meta.pkl").string(), "--data", corpus}),
+                 1, "none.pt");
+  expect_failure(run_tinylm({"import", ckpt, "--out", (dir / "back").string(), "--meta",
+                             (dir / "meta.pkl").string(), "--data", corpus}),
+                 1, "it exists and is not empty");
+  expect_failure(run_tinylm({"import", ckpt, "--out", (dir / "y").string(), "--meta",
+                             (dir / "meta.pkl").string(), "--data", (dir / "no.txt").string()}),
+                 1, "no such file");
+  EXPECT_FALSE(std::filesystem::exists(dir / "x"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "y"));
+}
+
 TEST(CliPositions, RelativeAndAlibiRunsGoPastTheirBlock) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());

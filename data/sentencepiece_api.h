@@ -36,6 +36,8 @@ int tinylm_spm_decode(const tinylm_spm* model, const int32_t* ids, size_t count,
                       size_t* size, char** error);
 // The piece of `id` (valid while the model lives) and its kind; id must be in range.
 const char* tinylm_spm_piece(const tinylm_spm* model, int id, int* kind);
+// The piece's score: its log probability (unigram) or merge rank (BPE, negative); id in range.
+float tinylm_spm_score(const tinylm_spm* model, int id);
 
 // Supplies the next training sentence; returns 1 with *text/*size set, 0 at the end, and -1
 // on an error (which the caller keeps on its side).

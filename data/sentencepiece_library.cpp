@@ -134,6 +134,8 @@ const char* tinylm_spm_piece(const tinylm_spm* model, int id, int* kind) {
   return p.IdToPiece(id).c_str();
 }
 
+float tinylm_spm_score(const tinylm_spm* model, int id) { return model->processor.GetScore(id); }
+
 int tinylm_spm_train(const char* const* keys, const char* const* values, size_t count,
                      tinylm_spm_next_sentence next, void* context, char** model, size_t* model_size,
                      char** error) {

@@ -30,6 +30,7 @@ struct Library {
   decltype(&tinylm_spm_encode) encode;
   decltype(&tinylm_spm_decode) decode;
   decltype(&tinylm_spm_piece) piece;
+  decltype(&tinylm_spm_score) score;
   decltype(&tinylm_spm_train) train;
   decltype(&tinylm_spm_free) free;
 };
@@ -81,6 +82,7 @@ Library open_library() {
     get(lib.encode, "tinylm_spm_encode");
     get(lib.decode, "tinylm_spm_decode");
     get(lib.piece, "tinylm_spm_piece");
+    get(lib.score, "tinylm_spm_score");
     get(lib.train, "tinylm_spm_train");
     get(lib.free, "tinylm_spm_free");
     return lib;
@@ -201,6 +203,11 @@ std::string SentencePieceTokenizer::piece(int64_t id) const {
   check_id(id);
   int kind = 0;
   return library().piece(handle_->model, static_cast<int>(id), &kind);
+}
+
+float SentencePieceTokenizer::score(int64_t id) const {
+  check_id(id);
+  return library().score(handle_->model, static_cast<int>(id));
 }
 
 void SentencePieceTokenizer::save(const fs::path& dir) const {

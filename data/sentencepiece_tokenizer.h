@@ -38,6 +38,8 @@ class SentencePieceTokenizer : public Tokenizer {
   const std::string& model_bytes() const { return model_; }
   // The piece as SentencePiece writes it ("▁the", "<0x0A>").
   std::string piece(int64_t id) const;
+  // Its score (SentencePiece's GetScore), what llama2.c's tokenizer.bin stores beside it.
+  float score(int64_t id) const;
 
  private:
   struct Handle;

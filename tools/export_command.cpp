@@ -1,8 +1,10 @@
-// `tinylm export RUN --format nanogpt --out PATH [--mask-buffers]`
-// Writes a GPT-2-block run as nanoGPT's ckpt.pt (train/nanogpt_checkpoint.h), which its
-// sample.py and train.py (init_from = 'resume') load, with its AdamW moments when the run
-// has them; a char run's meta.pkl goes beside it. A run nanoGPT's GPT cannot hold is
-// refused, naming each option in the way.
+// `tinylm export RUN --format nanogpt|llama2c --out PATH [--mask-buffers]`
+//   nanogpt  a GPT-2-block run as nanoGPT's ckpt.pt (train/nanogpt_checkpoint.h), which its
+//            sample.py and train.py (init_from = 'resume') load, with its AdamW moments when
+//            the run has them; a char run's meta.pkl goes beside it.
+//   llama2c  a rope/rmsnorm/swiglu run without biases as llama2.c's model.bin, for its
+//            run.c, and tokenizer.bin beside it (train/llama2c_export.h).
+// A run the target cannot hold is refused, naming each option in the way.
 
 #include <filesystem>
 
@@ -13,6 +15,7 @@
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/checkpoint.h"
+#include "train/llama2c_export.h"
 #include "train/nanogpt_checkpoint.h"
 #include "train/safetensors.h"
 
@@ -44,15 +47,31 @@ std::map<std::string, torch::Tensor> adamw_moments(const fs::path& run) {
   return moments;
 }
 
+// The options in the way, one per line, as an error naming the target.
+void refuse_unless_empty(const std::vector<std::string>& problems, const std::string& what) {
+  if (problems.empty()) return;
+  std::string list;
+  for (const std::string& p : problems) list += "\n  " + p;
+  throw std::runtime_error(what + list);
+}
+
+int export_llama2c(const ExportArgs& args, LoadedRun& run) {
+  refuse_unless_empty(llama2c_incompatibilities(run.model->config()),
+                      args.run + " is not a model llama2.c's run.c can run:");
+  const fs::path out(args.out), tokenizer = out.parent_path() / "tokenizer.bin";
+  write_llama2c_model(out, run.model);
+  write_llama2c_tokenizer(tokenizer, *run.tokenizer);
+  spdlog::info("wrote {} and {} (llama2.c: run {} -z {})", out.string(), tokenizer.string(),
+               out.string(), tokenizer.string());
+  return 0;
+}
+
 int run_export(const ExportArgs& args) {
   set_threads(args.threads);
   LoadedRun run = load_run(args.run);
-  if (const auto problems = nanogpt_incompatibilities(run.model->config()); !problems.empty()) {
-    std::string list;
-    for (const std::string& p : problems) list += "\n  " + p;
-    throw std::runtime_error(args.run +
-                             " is not a GPT-2-block run, which nanoGPT's GPT is:" + list);
-  }
+  if (args.format == "llama2c") return export_llama2c(args, run);
+  refuse_unless_empty(nanogpt_incompatibilities(run.model->config()),
+                      args.run + " is not a GPT-2-block run, which nanoGPT's GPT is:");
   const fs::path run_dir(args.run), out(args.out);
   const TrainingState state =
       fs::is_regular_file(run_dir / "state.json") ? load_training_state(run_dir) : TrainingState{};
@@ -84,9 +103,11 @@ Command add_export_command(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* cmd = app.add_subcommand("export", "Write a run in another project's format");
   cmd->add_option("run", args->run, "Run directory (or its best/)")->required();
-  cmd->add_option("--format", args->format, "nanogpt: nanoGPT's ckpt.pt (and meta.pkl)")
-      ->check(CLI::IsMember({"nanogpt"}));
-  cmd->add_option("--out", args->out, "The file to write (ckpt.pt)")->required();
+  cmd->add_option("--format", args->format,
+                  "nanogpt: nanoGPT's ckpt.pt (and meta.pkl); llama2c: llama2.c's model.bin "
+                  "(and tokenizer.bin)")
+      ->check(CLI::IsMember({"nanogpt", "llama2c"}));
+  cmd->add_option("--out", args->out, "The file to write (ckpt.pt, model.bin)")->required();
   cmd->add_flag("--mask-buffers", args->mask_buffers,
                 "Add each block's causal mask (attn.bias), which nanoGPT under PyTorch < 2 "
                 "registers and so requires");

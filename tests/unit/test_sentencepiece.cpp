@@ -40,6 +40,18 @@ TEST(SentencePiece, IdsAreThoseOfSpmEncode) {
   EXPECT_EQ(tok->decode({151, 88, 21, 887, 6}), "Hello world.");
 }
 
+TEST(SentencePiece, ScoresAreThoseOfSpmExportVocab) {
+  // spm_export_vocab --model=tests/fixtures/sentencepiece_test_model.model, lines 1, 152,
+  // 500 and 1000 (ids 0, 151, 499 and 999): what llama2.c's tokenizer.bin stores.
+  const auto tok =
+      SentencePieceTokenizer::from_file(test::fixtures() / "sentencepiece_test_model.model");
+  EXPECT_EQ(tok->score(0), 0.0f);  // <unk>
+  // It prints 6 significant digits: the tolerance is its rounding.
+  EXPECT_NEAR(tok->score(151), -6.77479, 5e-6);  // ▁He
+  EXPECT_NEAR(tok->score(499), -8.14148, 5e-6);  // ▁Ka
+  EXPECT_NEAR(tok->score(999), -11.0497, 5e-5);  // j
+}
+
 TEST(SentencePiece, EncodingLineByLineEqualsEncodingWhole) {
   // The data pipeline encodes a corpus in chunks cut after a '\n'.
   const std::string text = read_corpus(test::corpora() / "botchan.txt");

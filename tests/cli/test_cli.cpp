@@ -160,7 +160,7 @@ TEST_F(Cli, BadSampleArguments) {
   expect_failure(run_tinylm({"sample"}), 2, "run is required");
   expect_failure(run_tinylm({"frobnicate"}), 2,
                  "unknown subcommand \"frobnicate\"; the subcommands are train, sample, eval, "
-                 "inspect, prepare, bench, keys");
+                 "inspect, prepare, bench, import, export, keys");
   expect_failure(run_tinylm({"eval", run().string(), "--split", "test"}), 2, "--split");
 }
 

@@ -146,6 +146,20 @@ def main():
         toml = open(path("run", "config.toml")).read()
         assert "max_iters = 5000" in toml and "beta2 = 0.99" in toml, toml
 
+        # A checkpoint trained on a GPU: its storages' location is "cuda:0" (this PyTorch
+        # has no CUDA to write one: the cpu ones are renamed in data.pkl, same length kept).
+        with zipfile.ZipFile(path("ckpt.pt")) as z, zipfile.ZipFile(path("gpu.pt"), "w") as out:
+            for item in z.infolist():
+                data = z.read(item.filename)
+                if item.filename.endswith("data.pkl"):
+                    data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
+                    assert b"cuda:0" in data
+                out.writestr(item, data)
+        run(tinylm, "import", path("gpu.pt"), "--out", path("gpu"), "--meta", path("meta.pkl"),
+            "--data", corpus)
+        assert open(path("gpu", "model.safetensors"), "rb").read() == \
+            open(path("run", "model.safetensors"), "rb").read()
+
         # 3. Export: torch.load, bit-identical weights and moments, AdamW loads the state.
         run(tinylm, "export", path("run"), "--format", "nanogpt", "--out", path("out", "ckpt.pt"),
             ok=False)  # the directory does not exist yet

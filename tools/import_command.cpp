@@ -54,9 +54,9 @@ RunConfig run_config_of(const NanoGptCheckpoint& ckpt, const ImportArgs& args) {
   config.model = ckpt.model;
   config.data.path = fs::absolute(args.data).lexically_normal().string();
   std::vector<std::string> overrides;
+  const std::vector<std::string> keys = config_keys();
   for (const auto& [key, value] : ckpt.config) {
     if (key == "dtype" || key == "device" || key == "seed") continue;  // this machine's choice
-    const std::vector<std::string> keys = config_keys();
     if (std::find(keys.begin(), keys.end(), "train." + key) != keys.end())
       overrides.push_back("train." + key + "=" + value);
   }

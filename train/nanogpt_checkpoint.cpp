@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -176,14 +177,15 @@ std::optional<std::string> toml_scalar(const IValue& v) {
 // no SETITEM. From protocols 3 to 5, which Python writes by default (as nanoGPT's
 // prepare.py does): FRAME is dropped (framing only), MEMOIZE becomes LONG_BINPUT with its
 // memo index, SHORT_BINUNICODE and BINUNICODE8 become BINUNICODE. `OrderedDict ()` REDUCE
-// becomes an empty dict, which the items then fill; with `drop_state` each BUILD and its
-// state (an OrderedDict's _metadata) are cut out (LibTorch has no POP), with an error if
-// anything later refers to what they memoized; in a checkpoint of plain values only
-// OrderedDicts are built. SETITEM becomes MARK key value SETITEMS: the MARK
-// goes where the key began, which is why each stack entry remembers where in the output
-// its opcodes begin. Every other opcode is kept, operands and all; one this reader does
-// not know is an error naming it.
-std::string readable_pickle(const std::string& in, const fs::path& path, bool drop_state) {
+// becomes an empty dict, which the items then fill. SETITEM becomes MARK key value
+// SETITEMS: the MARK goes where the key began, which is why each stack entry remembers where
+// in the output its opcodes begin. For the data.pkl of a torch.save archive
+// (`torch_archive`): each BUILD and its state (an OrderedDict's _metadata) are cut out
+// (LibTorch has no POP), with an error if anything later refers to what they memoized (in a
+// checkpoint of plain values only OrderedDicts are built); and "cuda" locations become
+// "cpu". Every other opcode is kept, operands and all; one this reader does not know is an
+// error naming it.
+std::string readable_pickle(const std::string& in, const fs::path& path, bool torch_archive) {
   if (in.size() < 2 || in[0] != '\x80') fail(path, "not a pickle of protocol 2 or later");
   std::string out = "\x80\x02";
   uint32_t memo = 0;
@@ -244,9 +246,12 @@ std::string readable_pickle(const std::string& in, const fs::path& path, bool dr
       const uint64_t n = little(at, length_bytes);
       at += length_bytes;
       if (at + n > in.size()) fail(path, "the pickle ends inside a string");
-      out += 'X' + u32(n);
-      out.append(in, at, static_cast<size_t>(n));
+      std::string value = in.substr(at, static_cast<size_t>(n));
       at += static_cast<size_t>(n);
+      // A storage's location: a checkpoint trained on a GPU is read onto the CPU (what
+      // torch.load's map_location does; pickle_load has none).
+      if (torch_archive && std::regex_match(value, std::regex("cuda(:[0-9]+)?"))) value = "cpu";
+      out += 'X' + u32(value.size()) + value;
     };
     const auto empty_dict = [&] {  // OrderedDict as `class () REDUCE`, the class just read
       if (in.compare(at, 2, ")R") != 0)
@@ -346,7 +351,7 @@ std::string readable_pickle(const std::string& in, const fs::path& path, bool dr
       case 'a': keep(0), pop(1); break;  // APPEND
       case '0': keep(0), pop(1); break;  // POP
       case 'b':                          // BUILD
-        if (drop_state) {                // the state's opcodes are cut out, and what they memoized
+        if (torch_archive) {             // the state's opcodes are cut out, and what they memoized
           if (stack.empty()) broken();
           const size_t state = stack.back().begin;
           while (!puts.empty() && puts.back().first >= state) {

@@ -75,8 +75,11 @@ int run_export(const ExportArgs& args) {
   const fs::path run_dir(args.run), out(args.out);
   const TrainingState state =
       fs::is_regular_file(run_dir / "state.json") ? load_training_state(run_dir) : TrainingState{};
-  const std::string dataset =
-      fs::absolute(run_dir).lexically_normal().filename().string();  // nanoGPT's data/DATASET
+  // nanoGPT's data/DATASET: the run's name (its parent's, for best/).
+  fs::path named = fs::absolute(run_dir).lexically_normal();
+  if (named.filename().empty()) named = named.parent_path();
+  if (named.filename() == "best") named = named.parent_path();
+  const std::string dataset = named.filename().string();
   write_nanogpt_checkpoint(out, run.model, run.config, adamw_moments(run_dir), state.step,
                            state.step, state.best_val_loss, dataset, args.mask_buffers);
   spdlog::info("wrote {} (nanoGPT's ckpt.pt, step {})", out.string(), state.step);
@@ -93,6 +96,11 @@ int run_export(const ExportArgs& args) {
         "wrote {} (the char vocabulary; nanoGPT's sample.py reads it from "
         "data/{}/meta.pkl)",
         meta.string(), dataset);
+  } else {
+    spdlog::warn(
+        "{} has a {} tokenizer, which nanoGPT cannot read: its sample.py will "
+        "decode the ids with GPT-2's BPE instead",
+        args.run, run.tokenizer->kind());
   }
   return 0;
 }

@@ -3,9 +3,9 @@
 // from an explicit generator; several samples of one prompt in one batch; a KV cache.
 //
 // With the cache each step runs the new token only. Past block_size the window slides:
-// with relative positions (rope, none) the cache drops its oldest position; with absolute
-// ones (learned, sinusoidal) the window is re-encoded from scratch, since every position in
-// it moves. Re-encoding gives exactly the logits of running without a cache. Dropping does
+// with relative positions (rope, none, relative, alibi) the cache drops its oldest
+// position; with absolute ones (learned, sinusoidal) the window is re-encoded from scratch,
+// since every position in it moves. Re-encoding gives exactly the logits of running without a cache. Dropping does
 // so for one layer; in deeper models a cached key above layer 0 still carries what its
 // token saw when it was computed, which reaches further back than the window (as in
 // sliding-window attention).

@@ -1,8 +1,9 @@
 #pragma once
 // The keys and values of the positions a generation has seen, per layer, so that each new
 // token's are computed once. Holds at most block_size positions. When it is full:
-//   - relative positions (rope, none): the oldest positions are dropped and generation goes
-//     on; keys keep their absolute rotation, which is all a score depends on (i - j);
+//   - relative positions (rope, none, relative, alibi): the oldest positions are dropped
+//     and generation goes on; keys keep their absolute rotation, and a score bias is a
+//     function of i - j alone, which is all a score depends on;
 //   - absolute positions (learned, sinusoidal): every cached key carries its position in the
 //     window, which shifts; the caller clears the cache and re-encodes the window.
 // Storage (B, n_kv_head, 2 block_size, hs) per layer is allocated at the first append. The

@@ -11,6 +11,7 @@ packages=(
   libspdlog-dev libfmt-dev
   libgtest-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
+  libpcre2-dev   # GPT-2's pre-tokenizer regex (Unicode classes)
   python3 python3-numpy python3-torch   # python3-torch: torchrun and PyTorch, references for tests
   iproute2   # ip netns: two hosts on one machine for the two-machine torchrun test
   chromium fonts-liberation   # headless Chromium for the report test; a font to draw labels
@@ -33,10 +34,11 @@ if ((${#missing[@]} > 0)); then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# playwright-core at the version package-lock.json pins; it uses /usr/bin/chromium, never
-# a browser of its own.
+# The tests' Node packages at the versions package-lock.json pins: playwright-core (it uses
+# /usr/bin/chromium, never a browser of its own) and gpt-3-encoder (GPT-2's encoder).
 browser_tests="$(dirname "$0")/../tests/browser"
-if [[ ! -f "$browser_tests/node_modules/playwright-core/package.json" ]]; then
-  echo "install-deps: installing playwright-core into tests/browser" >&2
+if [[ ! -f "$browser_tests/node_modules/playwright-core/package.json" ||
+      ! -f "$browser_tests/node_modules/gpt-3-encoder/package.json" ]]; then
+  echo "install-deps: installing playwright-core and gpt-3-encoder into tests/browser" >&2
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --prefix "$browser_tests" --no-audit --no-fund --silent
 fi

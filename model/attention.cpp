@@ -94,7 +94,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, cons
 torch::Tensor CausalSelfAttentionImpl::score_bias(int64_t T, int64_t Tk) const {
   if (rel_bias) return rel_bias->forward(T, Tk);  // (nh, T, Tk)
   if (!alibi_slopes_.defined()) return {};
-  const torch::Tensor d = query_key_distances(T, Tk).to(alibi_slopes_.device(), torch::kFloat32);
+  const torch::Tensor d = query_key_distances(T, Tk, alibi_slopes_.device()).to(torch::kFloat32);
   return -alibi_slopes_.view({-1, 1, 1}) * d;  // (nh, T, Tk)
 }
 

@@ -31,10 +31,11 @@ int64_t relative_bucket(int64_t distance, int64_t num_buckets, int64_t max_dista
   return std::min(num_buckets - 1, exact + static_cast<int64_t>(scaled));
 }
 
-torch::Tensor query_key_distances(int64_t T, int64_t Tk) {
-  const torch::Tensor i = torch::arange(Tk - T, Tk, torch::kInt64).unsqueeze(1);  // (T, 1)
-  const torch::Tensor j = torch::arange(Tk, torch::kInt64).unsqueeze(0);          // (1, Tk)
-  return (i - j).clamp_min(0);                                                    // (T, Tk)
+torch::Tensor query_key_distances(int64_t T, int64_t Tk, torch::Device device) {
+  const auto options = torch::TensorOptions().dtype(torch::kInt64).device(device);
+  const torch::Tensor i = torch::arange(Tk - T, Tk, options).unsqueeze(1);  // (T, 1)
+  const torch::Tensor j = torch::arange(Tk, options).unsqueeze(0);          // (1, Tk)
+  return (i - j).clamp_min(0);                                              // (T, Tk)
 }
 
 RelativeBiasImpl::RelativeBiasImpl(int64_t n_head, int64_t buckets, int64_t distance)
@@ -50,9 +51,13 @@ torch::Tensor RelativeBiasImpl::buckets(int64_t count) const {
 }
 
 torch::Tensor RelativeBiasImpl::forward(int64_t T, int64_t Tk) const {
+  if (!cached_buckets_.defined() || cached_buckets_.size(0) < Tk ||
+      cached_buckets_.device() != weight.device()) {
+    cached_buckets_ = buckets(Tk).to(weight.device());
+  }
   // Each distance's bias (nh, Tk), then spread over the (T, Tk) grid of distances.
-  const torch::Tensor per_distance = weight.index_select(1, buckets(Tk).to(weight.device()));
-  const torch::Tensor d = query_key_distances(T, Tk).to(weight.device());
+  const torch::Tensor per_distance = weight.index_select(1, cached_buckets_.slice(0, 0, Tk));
+  const torch::Tensor d = query_key_distances(T, Tk, weight.device());
   return per_distance.index_select(1, d.flatten()).view({weight.size(0), T, Tk});
 }
 

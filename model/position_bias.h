@@ -28,8 +28,8 @@ std::vector<double> alibi_slopes(int64_t n_head);
 int64_t relative_bucket(int64_t distance, int64_t num_buckets, int64_t max_distance);
 
 // The distance i - j of every query (the last T positions of Tk) to every key, clamped at
-// 0 above the diagonal, where the causal mask hides it anyway: (T, Tk) int64.
-torch::Tensor query_key_distances(int64_t T, int64_t Tk);
+// 0 above the diagonal, where the causal mask hides it anyway: (T, Tk) int64 on `device`.
+torch::Tensor query_key_distances(int64_t T, int64_t Tk, torch::Device device = torch::kCPU);
 
 // The learned table of T5's bias; a module so that its name is rel_bias.weight.
 class RelativeBiasImpl : public torch::nn::Module {
@@ -42,6 +42,11 @@ class RelativeBiasImpl : public torch::nn::Module {
 
   torch::Tensor weight;  // (nh, num_buckets)
   int64_t num_buckets, max_distance;
+
+ private:
+  // buckets() of the longest window seen, on the weight's device: a forward pass reads a
+  // slice of it instead of computing and copying the buckets again in every layer and step.
+  mutable torch::Tensor cached_buckets_;
 };
 TORCH_MODULE(RelativeBias);
 

@@ -40,8 +40,15 @@ std::string read_corpus(const fs::path& path) {
   return text;
 }
 
-CorpusReader::CorpusReader(std::vector<fs::path> files, size_t chunk_bytes)
-    : files_(std::move(files)), chunk_bytes_(std::max<size_t>(chunk_bytes, 64)) {
+size_t after_last_newline(std::string_view text) {
+  const size_t newline = text.rfind('\n');
+  return newline == std::string_view::npos ? newline : newline + 1;
+}
+
+CorpusReader::CorpusReader(std::vector<fs::path> files, size_t chunk_bytes, CutPoint cut_point)
+    : files_(std::move(files)),
+      chunk_bytes_(std::max<size_t>(chunk_bytes, 64)),
+      cut_point_(std::move(cut_point)) {
   for (const fs::path& file : files_) {
     std::error_code ec;
     const uint64_t size = fs::file_size(file, ec);
@@ -72,7 +79,7 @@ bool CorpusReader::next(Chunk& chunk) {
   }
   std::string text = std::move(carry_);
   carry_.clear();
-  // Read until the chunk holds a line end past the target size, or the file ends.
+  // Read until the chunk holds a cut point past the target size, or the file ends.
   while (true) {
     const size_t have = text.size();
     text.resize(have + chunk_bytes_);
@@ -80,21 +87,24 @@ bool CorpusReader::next(Chunk& chunk) {
     text.resize(have + static_cast<size_t>(in_.gcount()));
     if (in_.bad()) throw std::runtime_error("cannot read " + file_.string());
     if (in_.eof()) break;
-    const size_t newline = text.rfind('\n');
-    if (newline != std::string::npos) {
-      carry_ = text.substr(newline + 1);
-      text.resize(newline + 1);
+    const size_t cut = cut_point_(text);
+    if (cut != std::string::npos && cut > 0) {
+      carry_ = text.substr(cut);
+      text.resize(cut);
       break;
     }
     if (text.size() >= 16 * chunk_bytes_) {  // one enormous line: cut at a character boundary
-      size_t cut = text.size();
-      while (cut > 0 && (static_cast<unsigned char>(text[cut - 1]) & 0xC0) == 0x80) --cut;
-      if (cut > 0 && static_cast<unsigned char>(text[cut - 1]) >= 0xC0) --cut;
-      carry_ = text.substr(cut);
-      text.resize(cut);
+      size_t boundary = text.size();
+      while (boundary > 0 && (static_cast<unsigned char>(text[boundary - 1]) & 0xC0) == 0x80)
+        --boundary;
+      if (boundary > 0 && static_cast<unsigned char>(text[boundary - 1]) >= 0xC0) --boundary;
+      carry_ = text.substr(boundary);
+      text.resize(boundary);
       if (!warned_long_line_) {
-        spdlog::warn("{} has a line longer than {} MB; it is read in pieces cut between characters",
-                     file_.string(), 16 * chunk_bytes_ >> 20);
+        spdlog::warn(
+            "{} has more than {:.3g} MB without a line end to cut at; it is read in "
+            "pieces cut between characters",
+            file_.string(), static_cast<double>(16 * chunk_bytes_) / (1 << 20));
         warned_long_line_ = true;
       }
       break;

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tinylm {
@@ -18,9 +20,16 @@ std::vector<std::filesystem::path> corpus_files(const std::filesystem::path& pat
 // Reads and validates the corpus; throws if missing, empty or not UTF-8.
 std::string read_corpus(const std::filesystem::path& path);
 
-// Reads files in chunks of about `chunk_bytes` that end just after a '\n' (or at the end of
-// a file), so memory stays bounded however large the corpus. A line longer than 16 chunks
-// is cut at a character boundary, with a warning. Every chunk is validated as UTF-8.
+// Where a text may be cut: the largest offset that ends a chunk, or npos for none.
+using CutPoint = std::function<size_t(std::string_view text)>;
+
+// Just after the last '\n': where every tokenizer but GPT-2's may cut (data/tokenizer.h).
+size_t after_last_newline(std::string_view text);
+
+// Reads files in chunks of about `chunk_bytes` that end at a cut point (by default just
+// after a '\n'; a tokenizer's own, Tokenizer::cut_point) or at the end of a file, so memory
+// stays bounded however large the corpus. Text with no cut point in 16 chunks is cut at a
+// character boundary, with a warning. Every chunk is validated as UTF-8.
 class CorpusReader {
  public:
   struct Chunk {
@@ -29,7 +38,8 @@ class CorpusReader {
     uint64_t offset = 0;  // of text[0] in the file
   };
 
-  CorpusReader(std::vector<std::filesystem::path> files, size_t chunk_bytes);
+  CorpusReader(std::vector<std::filesystem::path> files, size_t chunk_bytes,
+               CutPoint cut_point = after_last_newline);
   // False when every file is read.
   bool next(Chunk& chunk);
   uint64_t total_bytes() const { return total_bytes_; }
@@ -39,6 +49,7 @@ class CorpusReader {
   bool open_next_file();
   std::vector<std::filesystem::path> files_;
   size_t chunk_bytes_;
+  CutPoint cut_point_;
   size_t next_file_ = 0;
   std::ifstream in_;
   std::filesystem::path file_;

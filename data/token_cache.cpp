@@ -67,7 +67,8 @@ uint64_t count_bytes(const std::vector<uint32_t>& lengths, const int64_t* ids, s
 uint64_t encode_files(const std::vector<fs::path>& files, const Tokenizer& tokenizer,
                       const TokenCacheSpec& spec, const std::vector<uint32_t>& lengths,
                       TokenFileWriter& out, uint64_t& done_bytes, uint64_t total_bytes) {
-  CorpusReader reader(files, spec.chunk_bytes);
+  CorpusReader reader(files, spec.chunk_bytes,
+                      [&tokenizer](std::string_view text) { return tokenizer.cut_point(text); });
   std::deque<std::future<std::vector<int64_t>>> pending;
   uint64_t text_bytes = 0;
   const auto write_oldest = [&] {

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/char_tokenizer.h"
+#include "data/corpus.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/io/atomic_file.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
@@ -20,6 +22,8 @@ void Tokenizer::check_id(int64_t id) const {
                              std::to_string(vocab_size()));
   }
 }
+
+size_t Tokenizer::cut_point(std::string_view text) const { return after_last_newline(text); }
 
 std::string Tokenizer::token_label(int64_t id) const {
   const std::string bytes = token_bytes(id);
@@ -101,8 +105,24 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     }
     return tokenizer;
   }
+  if (type == "gpt2") {
+    const auto beside = [&](const char* key, const char* fallback) {
+      const std::string name = doc.value(key, std::string(fallback));
+      if (name.find('/') != std::string::npos) {
+        throw std::runtime_error(path.string() + ": \"" + key + "\" must name a file beside it");
+      }
+      return dir / name;
+    };
+    auto tokenizer =
+        Gpt2Tokenizer::from_files(beside("vocab", "vocab.json"), beside("merges", "merges.txt"));
+    if (doc.contains("fingerprint") && doc["fingerprint"] != to_hex(tokenizer->fingerprint())) {
+      throw std::runtime_error("vocab.json and merges.txt in " + dir.string() + " are not those " +
+                               path.string() + " was written with (replaced or damaged)");
+    }
+    return tokenizer;
+  }
   throw std::runtime_error(path.string() + ": tokenizer type \"" + type +
-                           "\" is not one of char, byte, sentencepiece");
+                           "\" is not one of char, byte, sentencepiece, gpt2");
 }
 
 }  // namespace tinylm

@@ -3,8 +3,9 @@
 // corpus), "byte" (256 ids, never an unknown symbol) and "sentencepiece" (BPE or unigram,
 // trained by tinylm or loaded from a .model file). A tokenizer travels with its run:
 // tokenizer.json names the kind (and holds the vocabulary of a char tokenizer); a
-// SentencePiece run adds tokenizer.model. Every kind keeps one promise the data pipeline
-// relies on: encoding text in pieces split just after a '\n' gives the same ids as encoding
+// SentencePiece run adds tokenizer.model; "gpt2" (GPT-2's byte-level BPE, imported with its
+// weights) adds vocab.json and merges.txt. Every kind keeps one promise the data pipeline
+// relies on: encoding text in pieces split at its cut points gives the same ids as encoding
 // it whole, so a corpus can be tokenized in chunks.
 
 #include <cstdint>
@@ -20,7 +21,7 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  virtual std::string kind() const = 0;  // "char", "byte" or "sentencepiece"
+  virtual std::string kind() const = 0;  // "char", "byte", "sentencepiece" or "gpt2"
   virtual int64_t vocab_size() const = 0;
 
   // `source` names the text in errors ("the prompt", a file path).
@@ -31,6 +32,11 @@ class Tokenizer {
   // The bytes `id` adds to the text when tokens are written out one at a time. A byte token
   // may be part of a UTF-8 character, so this is for streaming output, not for labels.
   virtual std::string token_bytes(int64_t id) const = 0;
+
+  // The last offset of `text` where it may be cut, encoding the two parts apart giving the
+  // ids of the whole, whatever follows `text`; npos when there is none. By default just
+  // after the last '\n' (data/corpus.h's after_last_newline).
+  virtual size_t cut_point(std::string_view text) const;
 
   // How a person reads `id` in a table: valid UTF-8, with stray bytes written as <0xNN>.
   std::string token_label(int64_t id) const;

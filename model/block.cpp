@@ -8,7 +8,10 @@
 namespace tinylm {
 
 MLPImpl::MLPImpl(const ModelConfig& config, const HookScope& scope)
-    : scope_(scope), gated_(config.mlp == MlpKind::kSwiglu), dropout_(config.dropout) {
+    : scope_(scope),
+      gated_(config.mlp == MlpKind::kSwiglu),
+      gelu_approximation_(config.mlp == MlpKind::kGeluTanh ? "tanh" : "none"),
+      dropout_(config.dropout) {
   const int64_t C = config.n_embd, H = gated_ ? config.swiglu_hidden() : 4 * C;
   c_fc = register_module("c_fc", Linear(C, gated_ ? 2 * H : H, config.bias));
   c_proj = register_module("c_proj", Linear(H, C, config.bias));
@@ -29,7 +32,7 @@ torch::Tensor MLPImpl::forward(const torch::Tensor& x) {
   } else {
     const torch::Tensor pre = hook_pre(c_fc(x));
     RECORD_USER_SCOPE("tinylm::activation");
-    post = torch::gelu(pre);
+    post = torch::gelu(pre, gelu_approximation_);
   }
   torch::Tensor y = c_proj(hook_post(post));  // (B, T, C)
   if (is_training() && dropout_ > 0.0) y = torch::dropout(y, dropout_, true);

@@ -1,7 +1,8 @@
 #pragma once
 // One pre-norm transformer block: x + attn(ln_1(x)), then + mlp(ln_2(x)), the norms
 // LayerNorm or RMSNorm (model/norm.h). The MLP (model.mlp):
-//   gelu    c_proj(GELU(c_fc x)), c_fc (4C, C), c_proj (C, 4C): GPT-2's;
+//   gelu    c_proj(GELU(c_fc x)), c_fc (4C, C), c_proj (C, 4C): nanoGPT's (exact, erf);
+//   gelu_tanh  the same with GELU's tanh approximation: GPT-2's own;
 //   swiglu  c_proj(SiLU(gate) * up) with [gate; up] = c_fc x, c_fc (2H, C), c_proj (C, H),
 //           H = ModelConfig::swiglu_hidden() (about 8C/3): LLaMA's, same parameter count.
 // With model.attn_only the block is attention alone (no ln_2, no MLP), as in the
@@ -38,8 +39,11 @@ class MLPImpl : public torch::nn::Module {
   HookPoint hook_post{scope_, "hook_post"};
 
   bool gated() const { return gated_; }
+  // GELU's `approximate` argument in LibTorch: "none" (erf) or "tanh".
+  const char* gelu_approximation() const { return gelu_approximation_; }
 
  private:
+  const char* gelu_approximation_;
   double dropout_;
 };
 TORCH_MODULE(MLP);

@@ -26,7 +26,8 @@ const std::vector<ConfigKey<ModelConfig>>& model_keys() {
           "learned bias per distance bucket) or alibi (fixed linear penalties)"),
       key("norm", &M::norm, anything(), "LayerNorm, or RMSNorm (x / rms(x) * weight, no bias)"),
       key("mlp", &M::mlp, anything(),
-          "GELU (C to 4C to C), or SwiGLU (SiLU(gate) * up, hidden 8C/3 to a multiple of 8)"),
+          "GELU (C to 4C to C), the same with GELU's tanh approximation (GPT-2's), or SwiGLU "
+          "(SiLU(gate) * up, hidden 8C/3 to a multiple of 8)"),
       key("n_kv_head", &M::n_kv_head, at_least(0),
           "key/value heads (grouped-query attention); must divide n_head; 0 = n_head"),
       key("tie_weights", &M::tie_weights, anything(), "lm_head shares the token embedding"),

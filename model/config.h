@@ -14,13 +14,14 @@ namespace tinylm {
 // (model/position_bias.h).
 enum class PosEncoding { kLearned, kSinusoidal, kRope, kNone, kRelative, kAlibi };
 enum class NormKind { kLayerNorm, kRmsNorm };
-enum class MlpKind { kGelu, kSwiglu };  // Linear 4C, GELU, Linear | LLaMA's gated MLP
+// gelu_tanh: GELU by its tanh approximation, as GPT-2 was trained (Hugging Face's "gelu_new").
+enum class MlpKind { kGelu, kGeluTanh, kSwiglu };  // Linear 4C, GELU, Linear | LLaMA's gated MLP
 
 constexpr std::array<const char*, 6> enum_names(PosEncoding) {
   return {"learned", "sinusoidal", "rope", "none", "relative", "alibi"};
 }
 constexpr std::array<const char*, 2> enum_names(NormKind) { return {"layernorm", "rmsnorm"}; }
-constexpr std::array<const char*, 2> enum_names(MlpKind) { return {"gelu", "swiglu"}; }
+constexpr std::array<const char*, 3> enum_names(MlpKind) { return {"gelu", "gelu_tanh", "swiglu"}; }
 
 struct ModelConfig {
   int64_t n_layer = 4;

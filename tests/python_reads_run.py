@@ -146,6 +146,8 @@ def forward(w, cfg, idx, patterns=None):
         if cfg.get("mlp") == "swiglu":
             gate, up = np.split(hidden, 2, axis=-1)
             post = gate / (1 + np.exp(-gate)) * up
+        elif cfg.get("mlp") == "gelu_tanh":  # GPT-2's
+            post = 0.5 * hidden * (1 + np.tanh(math.sqrt(2 / math.pi) * (hidden + 0.044715 * hidden**3)))
         else:
             post = 0.5 * hidden * (1 + erf(hidden / math.sqrt(2)))
         x = x + linear(post, p + "mlp.c_proj")
@@ -158,7 +160,7 @@ def main():
     binary, source = sys.argv[1], sys.argv[2]
     blocks = ["", 'pos_encoding = "rope"\nnorm = "rmsnorm"\nmlp = "swiglu"\nn_kv_head = 1\n',
               'pos_encoding = "relative"\nnum_buckets = 8\nmax_distance = 12\n',
-              'pos_encoding = "alibi"\nn_head = 4\n']
+              'pos_encoding = "alibi"\nn_head = 4\nmlp = "gelu_tanh"\n']
     for block in blocks:
         check_run(binary, source, block)
     print(f"{len(blocks)} passed, 0 failed")

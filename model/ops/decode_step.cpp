@@ -198,9 +198,9 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
     linear(h.data(), B, mlp->c_fc->weight, mlp->c_fc->bias, hidden.data());
     // The activation through LibTorch's vectorised kernels (one operator on the whole batch).
     const torch::Tensor in = torch::from_blob(hidden.data(), {B, width});
-    const torch::Tensor post =
-        (mlp->gated() ? torch::silu(in.narrow(1, 0, H)) * in.narrow(1, H, H) : torch::gelu(in))
-            .contiguous();  // (B, H)
+    const torch::Tensor post = (mlp->gated() ? torch::silu(in.narrow(1, 0, H)) * in.narrow(1, H, H)
+                                             : torch::gelu(in, mlp->gelu_approximation()))
+                                   .contiguous();  // (B, H)
     linear(post.data_ptr<float>(), B, mlp->c_proj->weight, mlp->c_proj->bias, y.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
   }

@@ -44,6 +44,27 @@ TEST(Blocks, RmsNormWorkedExample) {
   EXPECT_TRUE(torch::allclose(norm(torch::tensor({{10.0f, 20.0f, 30.0f, 40.0f}})), y, 1e-5, 1e-6));
 }
 
+TEST(Blocks, GeluTanhIsGpt2sApproximationAndDiffersFromTheExactGelu) {
+  // One hidden unit, c_fc = c_proj = 1, no bias: the MLP is the activation itself. At x = 1
+  // GPT-2's 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) = 0.841192, the exact
+  // x Phi(x) = 0.841345; at x = -2, -0.045402 and -0.045500.
+  ModelConfig c = test::small_config({"n_embd=1", "n_head=1", "bias=false"});
+  const auto activation_of = [&](MlpKind kind, float x) {
+    c.mlp = kind;
+    MLP mlp(c, HookScope{});
+    torch::NoGradGuard no_grad;
+    mlp->c_fc->weight.fill_(0.0f);
+    mlp->c_fc->weight[0][0] = 1.0f;  // one of the 4 hidden units
+    mlp->c_proj->weight.fill_(0.0f);
+    mlp->c_proj->weight[0][0] = 1.0f;
+    return mlp(torch::tensor({{x}})).item<double>();
+  };
+  EXPECT_NEAR(activation_of(MlpKind::kGeluTanh, 1.0f), 0.841192, 1e-6);
+  EXPECT_NEAR(activation_of(MlpKind::kGelu, 1.0f), 0.841345, 1e-6);
+  EXPECT_NEAR(activation_of(MlpKind::kGeluTanh, -2.0f), -0.045402, 1e-6);
+  EXPECT_NEAR(activation_of(MlpKind::kGelu, -2.0f), -0.045500, 1e-6);
+}
+
 TEST(Blocks, SwigluIsSiluOfTheGateTimesTheUpProjection) {
   ModelConfig c = modern_config();
   EXPECT_EQ(c.swiglu_hidden(), 64);  // 8 * 24 / 3 = 64, already a multiple of 8

@@ -120,9 +120,10 @@ INSTANTIATE_TEST_SUITE_P(
         Variant{"learned"}, Variant{"sinusoidal"}, Variant{"rope"}, Variant{"none"},
         Variant{"rope", "layernorm", "gelu", 0, 1}, Variant{"none", "layernorm", "gelu", 0, 1},
         Variant{"rope", "rmsnorm", "swiglu", 2}, Variant{"learned", "rmsnorm", "swiglu", 1},
-        Variant{"rope", "layernorm", "gelu", 1, 1}, Variant{"relative"}, Variant{"alibi"},
-        Variant{"relative", "layernorm", "gelu", 0, 1}, Variant{"alibi", "layernorm", "gelu", 0, 1},
-        Variant{"relative", "rmsnorm", "swiglu", 2}, Variant{"alibi", "rmsnorm", "swiglu", 1}),
+        Variant{"learned", "layernorm", "gelu_tanh"}, Variant{"rope", "layernorm", "gelu", 1, 1},
+        Variant{"relative"}, Variant{"alibi"}, Variant{"relative", "layernorm", "gelu", 0, 1},
+        Variant{"alibi", "layernorm", "gelu", 0, 1}, Variant{"relative", "rmsnorm", "swiglu", 2},
+        Variant{"alibi", "rmsnorm", "swiglu", 1}),
     [](const ::testing::TestParamInfo<Variant>& info) { return name_of(info.param); });
 
 TEST(Generation, TheDirectStepRefusesIdsOutsideTheVocabulary) {

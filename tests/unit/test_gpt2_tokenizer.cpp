@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/corpus.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/io/files.h"
 #include "test_util.h"
@@ -78,6 +79,56 @@ TEST(Gpt2Tokenizer, IdsAreGpt3EncodersOnEveryShippedCorpus) {
     EXPECT_EQ(tok.decode(ids), text) << entry.path();
   }
   EXPECT_GE(corpora, 4);
+}
+
+TEST(Gpt2Tokenizer, CutsBeforeTheWhiteSpaceOfTheLastLineEnd) {
+  const Gpt2Tokenizer& tok = gpt2();
+  EXPECT_EQ(tok.cut_point("A\nB"), 1u);
+  EXPECT_EQ(tok.cut_point("A.\n\nB\n"), 5u);         // the last line end
+  EXPECT_EQ(tok.cut_point("A \r\n  B"), 1u);         // CRLF and the spaces around it
+  EXPECT_EQ(tok.cut_point("A\xE3\x80\x80\nB"), 1u);  // U+3000 is white space
+  EXPECT_EQ(tok.cut_point("\xC3\xA9\n"), 2u);        // after a two-byte letter
+  EXPECT_EQ(tok.cut_point(" \n\nB"), std::string_view::npos);
+  EXPECT_EQ(tok.cut_point("no line end"), std::string_view::npos);
+  // Just after the '\n' would change the ids: a chunk ending "\n\n" is one piece.
+  EXPECT_NE(tok.encode("A\n\n").size() + tok.encode("B").size(), tok.encode("A\n\nB").size());
+}
+
+TEST(Gpt2Tokenizer, EncodingInChunksCutWhereItSaysGivesTheIdsOfTheWhole) {
+  // The data pipeline's promise (data/tokenizer.h), through the reader that tokenizes
+  // corpora: on every shipped corpus, and on a text with every kind of line end.
+  const Gpt2Tokenizer& tok = gpt2();
+  test::TempDir dir;
+  std::vector<fs::path> texts;
+  for (const auto& entry : fs::directory_iterator(test::corpora())) {
+    if (entry.path().extension() != ".txt") continue;
+    const std::string whole = read_file(entry.path());
+    texts.push_back(dir / entry.path().filename());
+    test::write_text(texts.back(), whole.substr(0, whole.rfind('\n', 1 << 17) + 1));
+  }
+  std::string lines;
+  for (int i = 0; i < 300; ++i) {
+    const char* ends[] = {"\n", "\n\n", "\r\n", " \n", "\n  ", "\xE3\x80\x80\n", "\n\xC2\xA0"};
+    lines += "line " + std::to_string(i) + "." + ends[i % 7];
+  }
+  texts.push_back(dir / "line_ends.txt");
+  test::write_text(texts.back(), lines);
+  for (const fs::path& path : texts) {
+    // Small chunks, but long enough for the novel's paragraphs (the reader cuts a line past
+    // 16 chunks between characters).
+    const size_t chunk_bytes = std::min<size_t>(1024, fs::file_size(path) / 16);
+    CorpusReader reader({path}, chunk_bytes, [&](std::string_view t) { return tok.cut_point(t); });
+    CorpusReader::Chunk chunk;
+    std::vector<int64_t> chunked;
+    int chunks = 0;
+    while (reader.next(chunk)) {
+      const std::vector<int64_t> ids = tok.encode(chunk.text);
+      chunked.insert(chunked.end(), ids.begin(), ids.end());
+      ++chunks;
+    }
+    EXPECT_GE(chunks, 8) << path;
+    EXPECT_EQ(chunked, tok.encode(read_file(path))) << path;
+  }
 }
 
 TEST(Gpt2Tokenizer, BadFilesAreNamed) {

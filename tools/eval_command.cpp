@@ -1,6 +1,8 @@
-// `tinylm eval RUN [--split val|train | --text FILE] [--context N] [--json] [--ablate L.H,...]`
+// `tinylm eval RUN [--split val|train | --text FILE] [--context N] [--json] [--logits FILE]`
 // Scores every token of the split (or file) exactly once, in windows of block_size tokens or
-// of N (past block_size where the positions extrapolate); see train/evaluate.h.
+// of N (past block_size where the positions extrapolate); see train/evaluate.h. --logits
+// writes the first window's logits, to check tinylm's numbers against another
+// implementation (tests/hf_gpt2_import.py does, against numpy's GPT-2).
 
 #include <cmath>
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "tools/commands.h"
 #include "train/evaluate.h"
 #include "train/run_corpus.h"
+#include "train/safetensors.h"
 
 namespace tinylm {
 namespace {
@@ -22,7 +25,22 @@ struct EvalArgs {
   std::string split = "val", text;
   int64_t context = 0;  // 0: block_size
   bool json = false;
+  std::string logits;  // a safetensors file to write
 };
+
+// safetensors {tokens: I64 (T), logits: F32 (T, V)}: the first window of `tokens`.
+void write_logits(GPT& model, const TokenSequence& tokens, int64_t context,
+                  const std::string& path) {
+  const int64_t T = std::min(context, tokens.size());
+  torch::Tensor ids = torch::empty({T}, torch::kInt64);
+  tokens.copy_to(0, T, ids.data_ptr<int64_t>());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = model->forward(ids.unsqueeze(0).to(model->device()))
+                                   .squeeze(0)
+                                   .to(torch::kCPU, torch::kFloat32);
+  save_safetensors(path, {{"tokens", ids}, {"logits", logits}},
+                   {{"context", std::to_string(context)}});
+}
 
 // The tokens to score and where they came from, with the run's own tokenizer.
 std::pair<TokenSplit, std::string> tokens_to_score(const LoadedRun& run, const EvalArgs& args) {
@@ -52,6 +70,7 @@ int run_eval(const EvalArgs& args) {
   const ModelConfig& mc = run.model->config();
   const int64_t context = window_context(mc, args.context, args.run.run);
   const Score score = score_tokens(open.run.model, tokens.tokens, 32, context);
+  if (!args.logits.empty()) write_logits(open.run.model, tokens.tokens, context, args.logits);
   // Bits per byte of UTF-8 text compare across tokenizers; the scored tokens stand for all
   // but the first token's bytes, so the ratio of the whole text is used.
   const double bpb = bits_per_byte(score.loss, tokens.tokens_per_byte());
@@ -93,6 +112,9 @@ Command add_eval_command(CLI::App& app) {
                   "extrapolation, for every pos_encoding but learned")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_option("--logits", args->logits,
+                  "Also write the first window's logits here: safetensors with tokens (T) and "
+                  "logits (T, vocab)");
   return [args] { return run_eval(*args); };
 }
 

@@ -104,9 +104,11 @@ std::vector<ConfigKey<DataConfig>> data_keys() {
       key("train_fraction", &D::train_fraction, between(0, 1, "()"),
           "without val_path: the first part of the tokens trains, the rest validates"),
       key("tokenizer", &D::tokenizer, anything(),
-          "Unicode code points (nanoGPT's ids), 256 bytes, or SentencePiece BPE/unigram"),
+          "Unicode code points (nanoGPT's ids), 256 bytes, SentencePiece BPE/unigram, or GPT-2's "
+          "byte-level BPE"),
       key("tokenizer_model", &D::tokenizer_model, anything(),
-          "an existing SentencePiece .model; empty: train one on the train split"),
+          "an existing SentencePiece .model (empty: train one on the train split); for gpt2 the "
+          "directory holding vocab.json and merges.txt"),
       key("vocab_size", &D::vocab_size, between(8, 1e6), "SentencePiece training: pieces"),
       key("model_type", &D::model_type, anything(), "SentencePiece training: the algorithm"),
       key("character_coverage", &D::character_coverage, between(0, 1, "(]"),
@@ -260,10 +262,16 @@ void RunConfig::validate() const {
   // What no single key can say.
   require(data.source != DataSource::kFile || !data.path.empty(),
           "data.path must name a corpus file or directory");
-  require(data.tokenizer_model.empty() || data.tokenizer == TokenizerKind::kSentencePiece,
-          "data.tokenizer_model is set, so data.tokenizer must be \"sentencepiece\" (got \"" +
+  require(data.tokenizer_model.empty() || data.tokenizer == TokenizerKind::kSentencePiece ||
+              data.tokenizer == TokenizerKind::kGpt2,
+          "data.tokenizer_model is set, so data.tokenizer must be \"sentencepiece\" or \"gpt2\" "
+          "(got \"" +
               std::string(name_of(data.tokenizer)) + "\")");
-  require(data.source != DataSource::kInduction || data.tokenizer != TokenizerKind::kSentencePiece,
+  require(data.tokenizer != TokenizerKind::kGpt2 || !data.tokenizer_model.empty(),
+          "data.tokenizer = \"gpt2\" needs data.tokenizer_model: the directory holding GPT-2's "
+          "vocab.json and merges.txt");
+  require(data.source != DataSource::kInduction || data.tokenizer == TokenizerKind::kChar ||
+              data.tokenizer == TokenizerKind::kByte,
           "data.source = \"induction\" needs data.tokenizer = \"char\" or \"byte\"");
   const TrainConfig& t = train;
   require(t.min_lr <= t.learning_rate, "train.min_lr must be in [0, train.learning_rate] (got " +

@@ -14,15 +14,16 @@
 namespace tinylm {
 
 enum class DataSource { kFile, kInduction };  // a text corpus | data/induction_corpus.h
-enum class TokenizerKind { kChar, kByte, kSentencePiece };
+// gpt2: GPT-2's byte-level BPE from a directory's vocab.json and merges.txt (data.tokenizer_model).
+enum class TokenizerKind { kChar, kByte, kSentencePiece, kGpt2 };
 enum class SentencePieceModel { kBpe, kUnigram };
 enum class Sampling { kRandom, kEpoch };  // uniform windows | every window once per epoch
 enum class Dtype { kAuto, kFloat32, kBfloat16 };
 enum class OptimizerKind { kAdamW, kMuon };
 
 constexpr std::array<const char*, 2> enum_names(DataSource) { return {"file", "induction"}; }
-constexpr std::array<const char*, 3> enum_names(TokenizerKind) {
-  return {"char", "byte", "sentencepiece"};
+constexpr std::array<const char*, 4> enum_names(TokenizerKind) {
+  return {"char", "byte", "sentencepiece", "gpt2"};
 }
 constexpr std::array<const char*, 2> enum_names(SentencePieceModel) { return {"bpe", "unigram"}; }
 constexpr std::array<const char*, 2> enum_names(Sampling) { return {"random", "epoch"}; }

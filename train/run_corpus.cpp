@@ -8,6 +8,7 @@
 
 #include "data/char_tokenizer.h"
 #include "data/corpus.h"
+#include "data/gpt2_tokenizer.h"
 #include "data/induction_corpus.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
@@ -29,6 +30,15 @@ std::vector<fs::path> val_files(const DataConfig& d) {
 uint64_t recipe_fingerprint(const DataConfig& d) {
   Fingerprint f;
   f.add_field(name_of(d.tokenizer));  // the names, as before enums: caches stay valid
+  if (d.tokenizer == TokenizerKind::kGpt2) {
+    // The files' contents while they are there: an imported run keeps its own copy, so the
+    // download it came from may go (the run's tokenizer then rebuilds the cache).
+    const fs::path dir(d.tokenizer_model);
+    const std::vector<fs::path> files = {dir / "vocab.json", dir / "merges.txt"};
+    f.add_field("gpt2 " + d.tokenizer_model);
+    if (fs::is_regular_file(files[0]) && fs::is_regular_file(files[1]))
+      f.add_field(to_hex(fingerprint_files(files)));
+  }
   if (d.tokenizer == TokenizerKind::kSentencePiece) {
     if (!d.tokenizer_model.empty()) {
       f.add_field("model " + to_hex(fingerprint_files({d.tokenizer_model})));
@@ -101,6 +111,10 @@ std::unique_ptr<Tokenizer> train_tokenizer(const DataConfig& d,
 
 std::unique_ptr<Tokenizer> make_tokenizer(const DataConfig& d) {
   if (d.tokenizer == TokenizerKind::kByte) return make_byte_tokenizer();
+  if (d.tokenizer == TokenizerKind::kGpt2) {
+    const fs::path dir(d.tokenizer_model);
+    return Gpt2Tokenizer::from_files(dir / "vocab.json", dir / "merges.txt");
+  }
   if (d.tokenizer == TokenizerKind::kChar) {
     std::vector<fs::path> files = corpus_files(d.path);
     for (const fs::path& f : val_files(d)) files.push_back(f);

@@ -19,6 +19,7 @@ const std::vector<std::pair<std::string, torch::ScalarType>>& dtypes() {
       {"F32", torch::kFloat32},
       {"F64", torch::kFloat64},
       {"F16", torch::kHalf},
+      {"BF16", torch::kBFloat16},
       {"I64", torch::kInt64},
       {"I32", torch::kInt32},
       {"U8", torch::kUInt8}};

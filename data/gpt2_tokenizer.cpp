@@ -187,6 +187,12 @@ std::vector<int64_t> Gpt2Tokenizer::encode(std::string_view text, std::string_vi
   return out;
 }
 
+std::optional<int64_t> Gpt2Tokenizer::bos_id() const {
+  const auto it = ids_.find("<|endoftext|>");
+  if (it == ids_.end()) return std::nullopt;
+  return it->second;
+}
+
 size_t Gpt2Tokenizer::cut_point(std::string_view text) const {
   // Before the run of white space that holds the last '\n'. A pre-token never joins a
   // character that is not white space to one that is after it, so the regex meets the same

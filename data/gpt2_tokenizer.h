@@ -37,6 +37,7 @@ class Gpt2Tokenizer : public Tokenizer {
   std::string decode(const std::vector<int64_t>& ids) const override;
   std::string token_bytes(int64_t id) const override;
   size_t cut_point(std::string_view text) const override;
+  std::optional<int64_t> bos_id() const override;  // <|endoftext|>
   // tokenizer.json {"type": "gpt2"}, vocab.json and merges.txt.
   void save(const std::filesystem::path& dir) const override;
   uint64_t fingerprint() const override;

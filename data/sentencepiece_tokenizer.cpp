@@ -131,6 +131,7 @@ SentencePieceTokenizer::SentencePieceTokenizer(std::string model, std::unique_pt
       bytes = std::string(1, static_cast<char>(std::stoi(match[1].str(), nullptr, 16)));
     } else if (kind == TINYLM_SPM_CONTROL) {
       bytes.clear();
+      if (piece == "<s>") bos_id_ = id;
     } else if (kind == TINYLM_SPM_UNKNOWN) {
       bytes = " \xE2\x81\x87 ";  // what SentencePiece decodes an unknown piece as
     } else {

@@ -34,6 +34,7 @@ class SentencePieceTokenizer : public Tokenizer {
   void save(const std::filesystem::path& dir) const override;
   uint64_t fingerprint() const override;
   std::string describe() const override;
+  std::optional<int64_t> bos_id() const override { return bos_id_; }
 
   const std::string& model_bytes() const { return model_; }
   // The piece as SentencePiece writes it ("▁the", "<0x0A>").
@@ -48,6 +49,7 @@ class SentencePieceTokenizer : public Tokenizer {
   std::unique_ptr<Handle> handle_;
   int64_t vocab_size_ = 0;
   std::vector<std::string> bytes_of_;  // token_bytes by id
+  std::optional<int64_t> bos_id_;      // the control piece <s>, when the model has one
 };
 
 struct SentencePieceTraining {

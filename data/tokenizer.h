@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,10 @@ class Tokenizer {
   // ids of the whole, whatever follows `text`; npos when there is none. By default just
   // after the last '\n' (data/corpus.h's after_last_newline).
   virtual size_t cut_point(std::string_view text) const;
+
+  // The beginning-of-sequence token (SentencePiece's <s>, GPT-2's <|endoftext|>), which
+  // llama2.c's run.c and GPT-2's unconditional samples start from; none for char and byte.
+  virtual std::optional<int64_t> bos_id() const { return std::nullopt; }
 
   // How a person reads `id` in a table: valid UTF-8, with stray bytes written as <0xNN>.
   std::string token_label(int64_t id) const;

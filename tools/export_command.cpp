@@ -55,10 +55,19 @@ void refuse_unless_empty(const std::vector<std::string>& problems, const std::st
   throw std::runtime_error(what + list);
 }
 
+// --out's directory, made once the run is known to go (a refusal writes nothing).
+void make_parent(const fs::path& out) {
+  const fs::path parent = fs::absolute(out).parent_path();
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  if (ec) throw std::runtime_error("cannot make " + parent.string() + ": " + ec.message());
+}
+
 int export_llama2c(const ExportArgs& args, LoadedRun& run) {
   refuse_unless_empty(llama2c_incompatibilities(run.model->config()),
                       args.run + " is not a model llama2.c's run.c can run:");
   const fs::path out(args.out), tokenizer = out.parent_path() / "tokenizer.bin";
+  make_parent(out);
   write_llama2c_model(out, run.model);
   write_llama2c_tokenizer(tokenizer, *run.tokenizer);
   spdlog::info("wrote {} and {} (llama2.c: run {} -z {})", out.string(), tokenizer.string(),
@@ -73,6 +82,7 @@ int run_export(const ExportArgs& args) {
   refuse_unless_empty(nanogpt_incompatibilities(run.model->config()),
                       args.run + " is not a GPT-2-block run, which nanoGPT's GPT is:");
   const fs::path run_dir(args.run), out(args.out);
+  make_parent(out);
   const TrainingState state =
       fs::is_regular_file(run_dir / "state.json") ? load_training_state(run_dir) : TrainingState{};
   // nanoGPT's data/DATASET: the run's name (its parent's, for best/).

@@ -1,7 +1,10 @@
 // `tinylm sample RUN [--prompt TEXT] [--max-new-tokens N] [--temperature T] [--top-k K]
-//                    [--top-p P] [--seed S] [--num-samples N] [--stop TEXT] [--no-cache]`
-// The samples are drawn in one batch. The first streams to stdout as it is generated, the
-// others follow in order when the batch is done; a tokens/s line goes to stderr.
+//                    [--top-p P] [--seed S] [--num-samples N] [--stop TEXT] [--no-cache]
+//                    [--bos]`
+// The samples are drawn in one batch. --bos starts the context with the tokenizer's
+// beginning-of-sequence token, as llama2.c's run.c always does (then --prompt may be empty). The
+// first streams to stdout as it is generated, the others follow in order when the batch is done; a
+// tokens/s line goes to stderr.
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -24,6 +27,7 @@ struct SampleArgs {
   std::optional<int64_t> max_new_tokens, top_k, seed, num_samples;
   std::optional<double> temperature, top_p;
   bool no_cache = false;
+  bool bos = false;
 };
 
 // The run's [sample] section with the flags given on top, checked by the config's rules
@@ -53,7 +57,8 @@ SampleConfig sample_config(const RunConfig& config, const SampleArgs& args) {
     }
     throw UsageError(message);
   }
-  if (s.prompt.empty()) throw UsageError("--prompt is empty; give at least one character");
+  if (s.prompt.empty() && !args.bos)
+    throw UsageError("--prompt is empty; give at least one character (or --bos)");
   return s;
 }
 
@@ -106,7 +111,15 @@ int run_sample(const SampleArgs& args) {
   OpenRun open = open_run(args.run);
   LoadedRun& run = open.run;
   const SampleConfig s = sample_config(run.config, args);
-  const std::vector<int64_t> context = run.tokenizer->encode(s.prompt, "the prompt");
+  std::vector<int64_t> context = run.tokenizer->encode(s.prompt, "the prompt");
+  if (args.bos) {
+    const std::optional<int64_t> bos = run.tokenizer->bos_id();
+    if (!bos) {
+      throw UsageError("--bos: the run's tokenizer (" + run.tokenizer->describe() +
+                       ") has no beginning-of-sequence token");
+    }
+    context.insert(context.begin(), *bos);
+  }
   if (static_cast<int64_t>(context.size()) > run.model->config().block_size) {
     spdlog::info("the prompt has {} tokens; the model sees the last {} (block_size)",
                  context.size(), run.model->config().block_size);
@@ -149,6 +162,9 @@ Command add_sample_command(CLI::App& app) {
   cmd->add_option("--num-samples", args->num_samples, "Number of samples, drawn in one batch");
   cmd->add_option("--stop", args->stop,
                   "End a sample after the first occurrence of this text (kept in the output)");
+  cmd->add_flag("--bos", args->bos,
+                "Start the context with the tokenizer's beginning-of-sequence token "
+                "(SentencePiece's <s>, GPT-2's <|endoftext|>), as llama2.c's run.c does");
   cmd->add_flag("--no-cache", args->no_cache,
                 "Run the whole window for every token instead of using the KV cache");
   return [args] { return run_sample(*args); };

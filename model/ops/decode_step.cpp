@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "model/kernels/matrix_vector.h"
 #include "model/ops/blas.h"
 
 namespace tinylm {
@@ -19,15 +20,9 @@ void linear(const float* x, int64_t rows, const torch::Tensor& weight, const tor
             float* y) {
   const int out = static_cast<int>(weight.size(0)), in = static_cast<int>(weight.size(1));
   const float one = 1.0f, zero = 0.0f;
-  const int inc = 1;
   if (rows <= kMaxMatrixVectorRows) {
-    // Row-major W (out, in) is column-major (in, out): y = (that)^T x.
-    for (int64_t r = 0; r < rows; ++r) {
-      float* yr = y + r * out;
-      if (bias.defined()) std::copy_n(ptr(bias), out, yr);
-      const float beta = bias.defined() ? 1.0f : 0.0f;
-      sgemv_("T", &in, &out, &one, ptr(weight), &in, x + r * in, &inc, &beta, yr, &inc);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      matrix_vector(ptr(weight), out, in, x + r * in, ptr(bias), y + r * out);
     return;
   }
   // Column-major (rows, out) = x (column-major (in, rows), transposed) times W (column-major

@@ -11,6 +11,7 @@
 #include "model/attention.h"
 #include "model/kernels/causal_attention.h"
 #include "model/kernels/kernel_choice.h"
+#include "model/kernels/matrix_vector.h"
 #include "model/kernels/rms_norm.h"
 #include "model/kernels/swiglu.h"
 #include "model/rope.h"
@@ -93,6 +94,35 @@ const Kernel kRmsFused = [](const Inputs& in) { return fused_rms_norm(in[0], in[
 const Kernel kRmsOperators = [](const Inputs& in) {
   return in[0] * torch::rsqrt(in[0].square().mean(-1, true) + 1e-5) * in[1];
 };
+
+TEST(FusedKernels, MatrixVectorEqualsAFloat64Product) {
+  // Odd sizes (vector tails), with and without a bias, on one thread and split over two
+  // (a grain that gives each thread a part of the rows).
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(5);
+  for (const auto& [out, in] :
+       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 37}, {1001, 3}, {3001, 288}}) {
+    const torch::Tensor W = torch::randn({out, in}, rng), x = torch::randn({in}, rng),
+                        b = torch::randn({out}, rng);
+    const torch::Tensor want = W.to(torch::kFloat64).matmul(x.to(torch::kFloat64));
+    for (const int threads : {1, 2}) {
+      const int before = at::get_num_threads();
+      at::set_num_threads(threads);
+      torch::Tensor y = torch::full({out}, 7.0f), yb = torch::full({out}, 7.0f);
+      matrix_vector(W.data_ptr<float>(), out, in, x.data_ptr<float>(), nullptr,
+                    y.data_ptr<float>());
+      matrix_vector(W.data_ptr<float>(), out, in, x.data_ptr<float>(), b.data_ptr<float>(),
+                    yb.data_ptr<float>());
+      at::set_num_threads(before);
+      const double scale =
+          std::sqrt(static_cast<double>(in));  // float rounding of a sum of in terms
+      EXPECT_LE((y.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5 * scale)
+          << out << "x" << in << ", " << threads << " threads";
+      EXPECT_LE((yb.to(torch::kFloat64) - want - b.to(torch::kFloat64)).abs().max().item<double>(),
+                1e-5 * scale)
+          << out << "x" << in << " with bias, " << threads << " threads";
+    }
+  }
+}
 
 TEST(FusedKernels, RmsNormEqualsOperatorsInValueAndGradient) {
   for (const int64_t C : {16, 37, 128}) {  // 37: no vector width divides it

@@ -161,10 +161,8 @@ def main():
             open(path("run", "model.safetensors"), "rb").read()
 
         # 3. Export: torch.load, bit-identical weights and moments, AdamW loads the state.
-        run(tinylm, "export", path("run"), "--format", "nanogpt", "--out", path("out", "ckpt.pt"),
-            ok=False)  # the directory does not exist yet
-        os.makedirs(path("out"))
         run(tinylm, "export", path("run"), "--format", "nanogpt", "--out", path("out", "ckpt.pt"))
+        assert os.path.isdir(path("out"))  # made for it
         back = torch.load(path("out", "ckpt.pt"))
         assert back["model_args"] == args, back["model_args"]
         assert back["iter_num"] == 2 and back["config"]["dataset"] == "run", back["config"]

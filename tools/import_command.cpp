@@ -1,4 +1,4 @@
-// `tinylm import SRC --out RUN --data FILE [--meta META.pkl]`
+// `tinylm import CKPT.pt|HF_DIR --out RUN --data FILE [--meta META.pkl]`
 // Turns nanoGPT's ckpt.pt (train/nanogpt_checkpoint.h) or a Hugging Face GPT-2 directory
 // (train/hf_gpt2_checkpoint.h) into an ordinary run directory: eval, sample, inspect and
 // `train --resume` (fine-tuning) work on it. The weights are copied as they are; nanoGPT's
@@ -104,7 +104,9 @@ Imported from_nanogpt(const ImportArgs& args) {
                                     : it->second.substr(1, it->second.size() - 2);
     throw UsageError(
         args.source + " keeps its tokenizer elsewhere: nanoGPT's char models read it from data/" +
-        dataset + "/meta.pkl; pass it as --meta PATH (GPT-2 BPE vocabularies are not read yet)");
+        dataset +
+        "/meta.pkl; pass it as --meta PATH (nanoGPT's GPT-2 BPE datasets are not read yet; GPT-2 "
+        "itself comes from a Hugging Face directory)");
   }
   auto tokenizer =
       std::make_unique<CharTokenizer>(char_tokenizer_of(read_nanogpt_meta(args.meta), args.meta));

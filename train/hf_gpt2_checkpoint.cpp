@@ -179,12 +179,8 @@ std::map<std::string, torch::Tensor> weights_of(const fs::path& file, const Mode
 
 }  // namespace
 
-bool is_hf_model_dir(const fs::path& dir) {
-  return fs::is_directory(dir) && fs::exists(dir / "config.json");
-}
-
 HfGpt2Checkpoint read_hf_gpt2(const fs::path& dir) {
-  if (!is_hf_model_dir(dir))
+  if (!fs::is_regular_file(dir / "config.json"))
     throw std::runtime_error(dir.string() +
                              " has no config.json: not a Hugging Face model directory");
   HfGpt2Checkpoint out;

@@ -32,9 +32,6 @@ struct HfGpt2Checkpoint {
   std::unique_ptr<Gpt2Tokenizer> tokenizer;
 };
 
-// Whether `dir` looks like a Hugging Face model directory (it has a config.json).
-bool is_hf_model_dir(const std::filesystem::path& dir);
-
 // Throws std::runtime_error naming the file and what is wrong: a missing file or key, an
 // architecture other than gpt2, an option tinylm's block lacks, a tensor missing, unknown
 // or of the wrong shape, a vocabulary whose size disagrees with config.json.

@@ -31,9 +31,10 @@ void gemm_row_major(bool trans_a, bool trans_b, int m, int n, int k, T alpha, co
     dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
   }
 }
-// Up to this many rows a product with a weight matrix runs as matrix-vector products:
-// sgemm copies ("packs") the whole weight on every call, which at one row costs several
-// times the product itself; from two rows on one sgemm was as fast as a loop of sgemv
-// (docs/MEASUREMENTS.md).
+// Up to this many rows a product with a weight matrix runs as matrix-vector products
+// (model/kernels/matrix_vector.h): sgemm copies ("packs") the whole weight on every call,
+// which at one row costs several times the product itself; from two rows on one sgemm was
+// as fast as a loop of sgemv (docs/MEASUREMENTS.md; measured before tinylm had its own
+// matrix-vector loop).
 inline constexpr long kMaxMatrixVectorRows = 1;
 }  // namespace tinylm

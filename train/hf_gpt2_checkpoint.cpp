@@ -9,6 +9,7 @@
 
 #include "data/io/files.h"
 #include "train/safetensors.h"
+#include "train/shape_text.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -17,12 +18,6 @@ namespace {
 
 std::runtime_error bad(const fs::path& file, const std::string& what) {
   return std::runtime_error(file.string() + ": " + what);
-}
-
-std::string shape_of(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + ")";
 }
 
 // config.json's GPT2Config as tinylm's model; every option that would change the forward
@@ -161,8 +156,8 @@ std::map<std::string, torch::Tensor> weights_of(const fs::path& file, const Mode
     if (it == expected.end())
       throw bad(file, "holds " + stored + ", which is not a tensor of GPT-2's");
     if (tensor.sizes().vec() != it->second.shape) {
-      throw bad(file, stored + " is " + shape_of(tensor.sizes().vec()) + ", but config.json's " +
-                          "model needs " + shape_of(it->second.shape));
+      throw bad(file, stored + " is " + shape_text(tensor.sizes()) + ", but config.json's " +
+                          "model needs " + shape_text(it->second.shape));
     }
     if (!tensor.is_floating_point()) throw bad(file, stored + " is not a floating-point tensor");
     torch::Tensor w = tensor.to(torch::kFloat32);

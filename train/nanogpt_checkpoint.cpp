@@ -13,6 +13,7 @@
 
 #include "data/io/atomic_file.h"
 #include "data/io/files.h"
+#include "train/shape_text.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -56,12 +57,6 @@ double as_double(const fs::path& path, const IValue& v, const std::string& what)
 c10::impl::GenericDict as_dict(const fs::path& path, const IValue& v, const std::string& what) {
   if (!v.isGenericDict()) fail(path, what + " is a " + kind_of(v) + ", not a dict");
   return v.toGenericDict();
-}
-
-std::string shape_of(at::IntArrayRef sizes) {
-  std::string s = "(";
-  for (size_t i = 0; i < sizes.size(); ++i) s += (i ? ", " : "") + std::to_string(sizes[i]);
-  return s + ")";
 }
 
 // GPTConfig's fields, the only keys nanoGPT's model_args hold.
@@ -146,8 +141,8 @@ void read_optimizer(const fs::path& path, const IValue& value, GPT& model, NanoG
         const IValue& t = entry(path, s, key, where);
         if (!t.isTensor() || t.toTensor().sizes() != p.sizes()) {
           fail(path, where + "'s " + key + " is " +
-                         (t.isTensor() ? shape_of(t.toTensor().sizes()) : kind_of(t)) +
-                         ", the parameter " + shape_of(p.sizes()));
+                         (t.isTensor() ? shape_text(t.toTensor().sizes()) : kind_of(t)) +
+                         ", the parameter " + shape_text(p.sizes()));
         }
         *into = t.toTensor().to(torch::kFloat32).contiguous();
       }
@@ -457,8 +452,8 @@ NanoGptCheckpoint read_nanogpt_checkpoint(const fs::path& path) {
     const auto it = weights.find(item.key());
     if (it == weights.end()) fail(path, "the state dict has no " + item.key());
     if (it->second.sizes() != item.value().sizes()) {
-      fail(path, item.key() + " is " + shape_of(it->second.sizes()) + ", model_args imply " +
-                     shape_of(item.value().sizes()));
+      fail(path, item.key() + " is " + shape_text(it->second.sizes()) + ", model_args imply " +
+                     shape_text(item.value().sizes()));
     }
     if (!it->second.is_floating_point()) fail(path, item.key() + " is not floating point");
     out.weights[item.key()] = it->second.to(torch::kFloat32).contiguous();

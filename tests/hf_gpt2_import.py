@@ -157,7 +157,7 @@ def gpt2_forward(cfg, w, ids, head):
 
 
 def run(*argv, ok=True):
-    r = subprocess.run(list(argv), capture_output=True, text=True)
+    r = subprocess.run(list(argv), capture_output=True, text=True, errors="replace")  # samples: any bytes
     if ok and r.returncode != 0:
         raise AssertionError(f"{argv} exited {r.returncode}:\n{r.stdout}\n{r.stderr}")
     return r
@@ -182,6 +182,7 @@ def main():
     vocab = {byte_map[b]: b for b in range(256)}
     for a, b in merges:
         vocab.setdefault(a + b, len(vocab))
+    vocab["<|endoftext|>"] = len(vocab)  # last, as in GPT-2 (50256)
     cfg = dict(CONFIG, vocab_size=len(vocab))
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory() as tmp:
@@ -194,8 +195,9 @@ def main():
         # 1-2. Both layouts: import, logits against numpy, tokens against the text.
         layouts = [("hub", dict(cfg), "", False),
                    ("lmhead", dict(cfg, tie_word_embeddings=False), "transformer.", True)]
+        weights = {}
         for name, c, prefix, untied in layouts:
-            w = hf_weights(c, rng)
+            w = weights[name] = hf_weights(c, rng)
             if untied:
                 w["lm_head.weight"] = rng.normal(0, 0.3, (c["vocab_size"], c["n_embd"]))
             write_model_dir(path(name), c, w, vocab, merges, prefix)
@@ -220,6 +222,20 @@ def main():
         r = run(tinylm, "sample", path("hub-run"), "--prompt", "ROMEO:", "--max-new-tokens", "12",
                 "--temperature", "0")
         assert r.stdout.startswith("ROMEO:"), r.stdout
+        # sample --bos starts from <|endoftext|>: the greedy bytes are numpy's GPT-2's.
+        ids = [vocab["<|endoftext|>"]]
+        for _ in range(8):
+            logits = gpt2_forward(cfg, weights["hub"], np.array(ids), weights["hub"]["wte.weight"])
+            ids.append(int(np.argmax(logits[-1])))
+        want = bytes(unmap[ch] for i in ids[1:] for ch in inverse[i])
+        r = subprocess.run([tinylm, "sample", path("hub-run"), "--bos", "--prompt", "",
+                            "--temperature", "0", "--max-new-tokens", "8", "--num-samples", "1"],
+                           capture_output=True)
+        assert r.returncode == 0 and r.stdout.rstrip(b"\n") == want.rstrip(b"\n"), (r.stdout, want)
+        run(tinylm, "train", os.path.join(source, "configs/tiny.toml"), "--out", path("char-run"),
+            "--train.max_iters=1", "--threads", "1")
+        r = run(tinylm, "sample", path("char-run"), "--bos", ok=False)
+        assert r.returncode == 2 and "has no beginning-of-sequence token" in r.stderr, r.stderr
         run(tinylm, "inspect", path("hub-run"), "--prompt", "First Citizen: we are", "--heads")
         run(tinylm, "train", path("hub-run", "config.toml"), "--out", path("hub-run"), "--resume",
             "--train.max_iters=2", "--train.batch_size=2", "--train.eval_interval=2",

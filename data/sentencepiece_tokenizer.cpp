@@ -61,8 +61,14 @@ Library open_library() {
       continue;
     }
     // RTLD_DEEPBIND: the library and SentencePiece resolve their symbols (protobuf's above
-    // all) in their own dependencies first, not in LibTorch's.
-    void* handle = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    // all) in their own dependencies first, not in LibTorch's. AddressSanitizer refuses
+    // DEEPBIND (it would bypass its interceptors), so a sanitizer build goes without.
+#ifdef TINYLM_SANITIZE
+    constexpr int kOwnSymbolsFirst = 0;
+#else
+    constexpr int kOwnSymbolsFirst = RTLD_DEEPBIND;
+#endif
+    void* handle = ::dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL | kOwnSymbolsFirst);
     if (!handle) {
       tried += "\n  " + candidate.string() + " (" + ::dlerror() + ")";
       continue;

@@ -12,6 +12,8 @@ packages=(
   libgtest-dev
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev   # GPT-2's pre-tokenizer regex (Unicode classes)
+  libxxhash-dev python3-xxhash   # checksums of checkpoints (XXH3), and Python's reference
+  clang libclang-rt-dev libomp-dev   # make sanitize and make fuzz: ASan, UBSan, libFuzzer
   python3 python3-numpy python3-torch   # python3-torch: torchrun and PyTorch, references for tests
   iproute2   # ip netns: two hosts on one machine for the two-machine torchrun test
   chromium fonts-liberation   # headless Chromium for the report test; a font to draw labels

@@ -2,6 +2,7 @@
 // docs/DESIGN.md for the design.
 
 #include <malloc.h>
+#include <csignal>
 
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,9 @@ int main(int argc, char** argv) {
   // tenth of the page faults, and faster steps: docs/MEASUREMENTS.md).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // A file-size limit (ulimit -f) then fails the write that passes it (EFBIG), which names
+  // the file and leaves the previous checkpoint whole, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   // Logs go to stderr; stdout carries only program output (samples, JSON).
   spdlog::set_default_logger(spdlog::stderr_color_mt("tinylm"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");

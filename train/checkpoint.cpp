@@ -3,13 +3,18 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
+#include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
 #include "data/io/atomic_file.h"
+#include "data/io/checksum.h"
 #include "data/io/files.h"
+#include "train/checkpoint_transaction.h"
 #include "train/safetensors.h"
 
 namespace tinylm {
@@ -25,6 +30,121 @@ json read_json(const fs::path& path) {
   } catch (const json::exception& e) {
     throw std::runtime_error(path.string() + " is not valid JSON (" + e.what() +
                              "): the file is truncated or corrupted");
+  }
+}
+
+constexpr const char* kState = "state.json";
+constexpr int kStateFormat = 2;  // 2: with "files" and "checksum"; 1: before checksums
+
+// state.json's own checksum: XXH3-64 of the document without its "checksum" key, written
+// compactly with sorted keys (what Python's json.dumps(doc, sort_keys=True,
+// separators=(",", ":"), ensure_ascii=False) writes too).
+std::string state_checksum(json doc) {
+  doc.erase("checksum");
+  return checksum_hex(doc.dump());
+}
+
+// The files staged so far, each with its checksum: state.json's manifest of its checkpoint.
+json manifest_of(const fs::path& dir) {
+  json files = json::object();
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.is_regular_file()) {
+      files[entry.path().filename().string()] = checksum_hex(read_file(entry.path()));
+    }
+  }
+  return files;
+}
+
+// One line per run directory and process: its files cannot be checked.
+void notice_unverified(const fs::path& dir) {
+  static std::mutex mutex;
+  static std::set<std::string> told;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (told.insert(fs::absolute(dir).lexically_normal().string()).second) {
+    spdlog::warn(
+        "{} was written before tinylm checksummed its checkpoints: its files load unverified "
+        "(its next checkpoint adds the checksums)",
+        dir.string());
+  }
+}
+
+// state.json, checked against its own checksum. A document without one is from before
+// checksums (format 1): returned as it is, with a notice.
+json read_state(const fs::path& dir) {
+  const fs::path path = dir / kState;
+  json doc = read_json(path);
+  if (!doc.is_object()) throw IntegrityError(path.string() + " is not a JSON object");
+  if (!doc.contains("checksum")) {
+    notice_unverified(dir);
+    return doc;
+  }
+  const json& recorded = doc["checksum"];
+  const std::string computed = state_checksum(doc);
+  if (!recorded.is_string() || recorded.get<std::string>() != computed) {
+    throw IntegrityError(path.string() + " fails its checksum (" + kChecksumAlgorithm + " " +
+                         computed + ", recorded " + recorded.dump() + "): the file is corrupted");
+  }
+  if (!doc.contains("files") || !doc["files"].is_object()) {
+    throw IntegrityError(path.string() + " has a checksum but no \"files\" manifest");
+  }
+  return doc;
+}
+
+// The checkpoint's files and their checksums, as state.json lists them; empty for a run
+// from before checksums, or without a state.json.
+std::map<std::string, std::string> checkpoint_files(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  if (!fs::exists(dir / kState)) return files;
+  const json doc = read_state(dir);
+  if (!doc.contains("files")) return files;
+  for (const auto& [name, checksum] : doc["files"].items()) {
+    if (!checksum.is_string()) {
+      throw IntegrityError((dir / kState).string() + ": the checksum of " + name +
+                           " is not a string: the file is corrupted");
+    }
+    files[name] = checksum.get<std::string>();
+  }
+  return files;
+}
+
+// The bytes of one file of the checkpoint in `dir`, checked against state.json. For a
+// safetensors file whose bytes fail, the tensor that fails is named when one does.
+std::string read_checkpoint_file(const fs::path& dir, const std::string& name) {
+  const fs::path path = dir / name;
+  if (!fs::exists(path)) throw std::runtime_error(path.string() + " is missing");
+  std::string bytes = read_file(path);
+  if (!fs::exists(dir / kState)) {
+    notice_unverified(dir);
+    return bytes;
+  }
+  const json state = read_state(dir);
+  if (!state.contains("files")) return bytes;  // from before checksums: noticed already
+  if (!state["files"].contains(name) || !state["files"][name].is_string()) {
+    throw IntegrityError((dir / kState).string() + " records no checksum for " + name +
+                         ": the checkpoint is incomplete or state.json is corrupted");
+  }
+  const std::string recorded = state["files"][name].get<std::string>();
+  const std::string computed = checksum_hex(bytes);
+  if (computed == recorded) return bytes;
+  if (path.extension() == ".safetensors") decode_safetensors(bytes, path.string());
+  throw IntegrityError(path.string() + " fails its checksum (" + kChecksumAlgorithm + " " +
+                       computed + ", recorded " + recorded + " in state.json)" +
+                       (path.extension() == ".safetensors"
+                            ? ": every tensor is intact, so its header is corrupted"
+                            : ": the file is corrupted"));
+}
+
+// "; DIR/best (step N) is intact: ..." when the run's best/ copy verifies; else "".
+std::string best_hint(const fs::path& dir) {
+  const fs::path best = dir / "best";
+  if (dir.filename() == "best" || !fs::is_directory(best)) return "";
+  try {
+    const int64_t step = verify_checkpoint(best);
+    return "; " + best.string() + " (step " + std::to_string(step) +
+           ") is intact: sample or evaluate that, or copy its files over " + dir.string() +
+           " to resume from it";
+  } catch (const std::exception&) {
+    return "";
   }
 }
 
@@ -48,7 +168,8 @@ void write_model(const fs::path& path, GPT& model, int64_t step) {
 }  // namespace
 
 int64_t load_weights(const fs::path& path, GPT& model) {
-  const Safetensors file = load_safetensors(path);
+  const Safetensors file = decode_safetensors(
+      read_checkpoint_file(path.parent_path(), path.filename().string()), path.string());
   torch::NoGradGuard no_grad;
   auto params = model->named_parameters();
   for (const auto& item : params) {
@@ -172,9 +293,34 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
   }
 }
 
+namespace {
+
+void write_checkpoint_files(const fs::path& dir, const RunConfig& config,
+                            const Tokenizer& tokenizer, GPT& model, const AdamW& optimizer,
+                            const TrainingState& state);
+LoadedRun load_checked_run(const fs::path& dir);
+
+}  // namespace
+
 void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokenizer& tokenizer,
                      GPT& model, const AdamW& optimizer, const TrainingState& state) {
-  fs::create_directories(dir);
+  try {
+    CheckpointTransaction transaction(dir);
+    write_checkpoint_files(transaction.staging(), config, tokenizer, model, optimizer, state);
+    transaction.commit();
+  } catch (const std::exception& e) {
+    throw std::runtime_error("the checkpoint of step " + std::to_string(state.step) +
+                             " was not saved: " + e.what() + "; " + dir.string() +
+                             " still holds a whole checkpoint, the one before");
+  }
+}
+
+namespace {
+
+// The files of one checkpoint, state.json (the manifest of the others) last.
+void write_checkpoint_files(const fs::path& dir, const RunConfig& config,
+                            const Tokenizer& tokenizer, GPT& model, const AdamW& optimizer,
+                            const TrainingState& state) {
   write_file_atomic(dir / "config.toml", to_toml(config));
   write_file_atomic(dir / "config.json", model_config_to_json(model->config()).dump(2) + "\n");
   tokenizer.save(dir);
@@ -184,21 +330,44 @@ void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokeniz
   moments.emplace_back("step", torch::tensor(state.step, torch::kInt64));
   save_safetensors(dir / "optimizer.safetensors", moments, {{"step", std::to_string(state.step)}});
 
-  const json doc = {
-      {"format", 1},
-      {"step", state.step},
-      {"last_eval_step", state.last_eval_step},
-      {"best_val_loss",
-       std::isfinite(state.best_val_loss) ? json(state.best_val_loss) : json(nullptr)},
-      {"metrics_bytes", state.metrics_bytes},
-      {"threads", state.threads},
-      {"world_size", state.world_size},
-      {"precision", {{"dtype", state.dtype}, {"reason", state.dtype_reason}}},
-      // Dropout needs no saved state: it is seeded from (seed, step, rank) at every step.
-      {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng}}},
-      {"data", {{"epoch", state.epoch.epoch}, {"epoch_position", state.epoch.position}}},
-      {"versions", {{"tinylm", TINYLM_VERSION}, {"libtorch", TORCH_VERSION}}}};
-  write_file_atomic(dir / "state.json", doc.dump(2) + "\n");
+  json doc = {{"format", kStateFormat},
+              {"step", state.step},
+              {"last_eval_step", state.last_eval_step},
+              {"best_val_loss",
+               std::isfinite(state.best_val_loss) ? json(state.best_val_loss) : json(nullptr)},
+              {"metrics_bytes", state.metrics_bytes},
+              {"threads", state.threads},
+              {"world_size", state.world_size},
+              {"precision", {{"dtype", state.dtype}, {"reason", state.dtype_reason}}},
+              // Dropout needs no saved state: it is seeded from (seed, step, rank) at every step.
+              {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng}}},
+              {"data", {{"epoch", state.epoch.epoch}, {"epoch_position", state.epoch.position}}},
+              {"versions", {{"tinylm", TINYLM_VERSION}, {"libtorch", TORCH_VERSION}}},
+              {"files", manifest_of(dir)}};
+  doc["checksum"] = state_checksum(doc);
+  write_file_atomic(dir / kState, doc.dump(2) + "\n");
+}
+
+}  // namespace
+
+int64_t verify_checkpoint(const fs::path& dir) {
+  const CheckpointReadLock read_lock(dir);
+  const std::map<std::string, std::string> files = checkpoint_files(dir);
+  if (files.empty()) {
+    throw IntegrityError(dir.string() +
+                         " has no checksums to verify (no state.json, or one "
+                         "from before checksums)");
+  }
+  for (const auto& [name, checksum] : files) {
+    const std::string bytes = read_checkpoint_file(dir, name);
+    if (fs::path(name).extension() == ".safetensors") {
+      const Safetensors file = decode_safetensors(bytes, (dir / name).string());
+      if (!file.checksummed && !file.tensors.empty()) {
+        throw IntegrityError((dir / name).string() + " carries no tensor checksums");
+      }
+    }
+  }
+  return read_state(dir).at("step").get<int64_t>();
 }
 
 LoadedRun load_run(const fs::path& dir) {
@@ -207,6 +376,26 @@ LoadedRun load_run(const fs::path& dir) {
     throw std::runtime_error(dir.string() +
                              " is not a tinylm run directory (it needs config.json and "
                              "model.safetensors; train one with `tinylm train CONFIG.toml`)");
+  }
+  try {
+    return load_checked_run(dir);
+  } catch (const IntegrityError& e) {
+    rethrow_with_best_hint(e, dir);
+  }
+}
+
+void rethrow_with_best_hint(const std::exception& error, const fs::path& dir) {
+  throw IntegrityError(error.what() + best_hint(dir));
+}
+
+namespace {
+
+LoadedRun load_checked_run(const fs::path& dir) {
+  const CheckpointReadLock read_lock(dir);
+  // The small files first (config, tokenizer); the weights are checked as they are read, and
+  // the optimizer's moments, which sampling does not need, only on resume.
+  for (const auto& [name, checksum] : checkpoint_files(dir)) {
+    if (fs::path(name).extension() != ".safetensors") read_checkpoint_file(dir, name);
   }
   RunConfig config = load_run_config(dir / "config.toml");
   const ModelConfig model_config =
@@ -229,10 +418,13 @@ LoadedRun load_run(const fs::path& dir) {
   return LoadedRun{std::move(config), std::move(tokenizer), std::move(model)};
 }
 
+}  // namespace
+
 void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step,
                     int64_t model_step) {
   const fs::path path = dir / "optimizer.safetensors";
-  const Safetensors file = load_safetensors(path);
+  const Safetensors file =
+      decode_safetensors(read_checkpoint_file(dir, "optimizer.safetensors"), path.string());
   const int64_t step = step_in(file, path);
   if (step != expected_step || model_step != expected_step) {
     throw std::runtime_error(
@@ -245,8 +437,8 @@ void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step
 }
 
 TrainingState load_training_state(const fs::path& dir) {
-  const fs::path path = dir / "state.json";
-  const json doc = read_json(path);
+  const fs::path path = dir / kState;
+  const json doc = read_state(dir);
   TrainingState s;
   try {
     s.step = doc.at("step").get<int64_t>();

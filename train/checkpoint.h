@@ -3,8 +3,12 @@
 //   config.toml  config.json  tokenizer.json (+ tokenizer.model)  model.safetensors
 //   optimizer.safetensors
 //   state.json   metrics.jsonl   best/ (the same files at the best val loss so far)
-// Every file is written atomically, state.json last; every read validates before it trusts
-// (names and shapes against config.json, the step recorded in each file against state.json).
+// A checkpoint's files change together (train/checkpoint_transaction.h): a crash at any
+// moment leaves the one before or the one after, never a mix. state.json is the manifest:
+// it records every other file's checksum, and its own. Every read verifies before it trusts
+// (checksums, then names and shapes against config.json and the step each file records);
+// bytes that fail are an IntegrityError naming the file (and the tensor), which points to
+// best/ when that copy is intact. Runs from before checksums load with a one-line notice.
 
 #include <cstdint>
 #include <filesystem>
@@ -15,6 +19,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "data/batches.h"
+#include "data/io/checksum.h"
 #include "data/tokenizer.h"
 #include "model/gpt.h"
 #include "train/adamw.h"
@@ -68,5 +73,14 @@ void load_optimizer(const std::filesystem::path& dir, AdamW& optimizer, int64_t 
                     int64_t model_step);
 
 TrainingState load_training_state(const std::filesystem::path& dir);
+
+// Checks every file of the checkpoint in `dir` against state.json and every tensor against
+// its checksum; returns its step. Throws IntegrityError on the first that fails, or when the
+// checkpoint has no checksums at all.
+int64_t verify_checkpoint(const std::filesystem::path& dir);
+
+// An IntegrityError from reading `dir` again, pointing to dir/best when that is intact.
+[[noreturn]] void rethrow_with_best_hint(const std::exception& error,
+                                         const std::filesystem::path& dir);
 
 }  // namespace tinylm

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/io/atomic_file.h"
+#include "data/io/checksum.h"
 #include "data/io/files.h"
 
 namespace tinylm {
@@ -16,12 +17,8 @@ constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit
 
 const std::vector<std::pair<std::string, torch::ScalarType>>& dtypes() {
   static const std::vector<std::pair<std::string, torch::ScalarType>> table = {
-      {"F32", torch::kFloat32},
-      {"F64", torch::kFloat64},
-      {"F16", torch::kHalf},
-      {"BF16", torch::kBFloat16},
-      {"I64", torch::kInt64},
-      {"I32", torch::kInt32},
+      {"F32", torch::kFloat32},   {"F64", torch::kFloat64}, {"F16", torch::kHalf},
+      {"BF16", torch::kBFloat16}, {"I64", torch::kInt64},   {"I32", torch::kInt32},
       {"U8", torch::kUInt8}};
   return table;
 }
@@ -34,12 +31,21 @@ std::string dtype_name(torch::ScalarType type) {
                               c10::toString(type));
 }
 
+std::string_view bytes_of(const torch::Tensor& t) {
+  return {static_cast<const char*>(t.data_ptr()),
+          static_cast<size_t>(t.numel() * t.element_size())};
+}
+
 }  // namespace
+
+std::string checksum_key(const std::string& tensor_name) {
+  return std::string(kChecksumAlgorithm) + ":" + tensor_name;
+}
 
 std::string encode_safetensors(const NamedTensors& tensors,
                                const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::map<std::string, std::string> with_checksums = metadata;
   std::vector<torch::Tensor> data;
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
@@ -49,8 +55,10 @@ std::string encode_safetensors(const NamedTensors& tensors,
                     {"shape", t.sizes().vec()},
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
+    with_checksums[checksum_key(name)] = checksum_hex(bytes_of(t));
     data.push_back(t);
   }
+  if (!with_checksums.empty()) header["__metadata__"] = with_checksums;
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
   std::string out(8, '\0');
@@ -58,9 +66,7 @@ std::string encode_safetensors(const NamedTensors& tensors,
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
   out += json;
   out.reserve(out.size() + offset);
-  for (const torch::Tensor& t : data) {
-    out.append(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
-  }
+  for (const torch::Tensor& t : data) out.append(bytes_of(t));
   return out;
 }
 
@@ -143,6 +149,42 @@ torch::Tensor read_tensor(const nlohmann::json& entry, const std::string& where,
   return t;
 }
 
+// Checks every tensor against its checksum and moves the checksums out of the metadata. A
+// file has a checksum for every tensor or for none; anything between is a damaged header.
+void verify_checksums(Safetensors& file, const std::string& source) {
+  const std::string prefix = checksum_key("");
+  std::map<std::string, std::string> stored;
+  for (auto it = file.metadata.begin(); it != file.metadata.end();) {
+    if (it->first.compare(0, prefix.size(), prefix) == 0) {
+      stored.emplace(it->first.substr(prefix.size()), it->second);
+      it = file.metadata.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (stored.empty()) return;
+  for (const auto& [name, checksum] : stored) {
+    if (!file.tensors.count(name)) {
+      throw IntegrityError(source + ": its header has a checksum for a tensor " + name +
+                           " that it does not hold: the header is corrupted");
+    }
+  }
+  for (const auto& [name, tensor] : file.tensors) {
+    const auto it = stored.find(name);
+    if (it == stored.end()) {
+      throw IntegrityError(source + ": tensor " + name +
+                           " has no checksum though the others do: the header is corrupted");
+    }
+    const std::string computed = checksum_hex(bytes_of(tensor));
+    if (computed != it->second) {
+      throw IntegrityError(source + ": tensor " + name + " fails its checksum (" +
+                           kChecksumAlgorithm + " " + computed + ", recorded " + it->second +
+                           "): the file is corrupted");
+    }
+  }
+  file.checksummed = true;
+}
+
 }  // namespace
 
 Safetensors decode_safetensors(const std::string& bytes, const std::string& source) {
@@ -171,6 +213,7 @@ Safetensors decode_safetensors(const std::string& bytes, const std::string& sour
   for (size_t i = 1; i < spans.size(); ++i) {
     if (spans[i].first < spans[i - 1].second) throw bad("two tensors' data_offsets overlap");
   }
+  verify_checksums(out, source);
   return out;
 }
 

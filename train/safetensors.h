@@ -4,6 +4,9 @@
 // the raw little-endian bytes. Reading validates everything before trusting it: header
 // length within the file, offsets in bounds and non-overlapping, byte counts that agree
 // with dtype and shape. Supported dtypes: F32, F64, F16, BF16, I64, I32, U8.
+// Every file tinylm writes carries each tensor's XXH3-64 checksum in __metadata__ (the key
+// "xxh3_64:NAME", 16 hex digits; data/io/checksum.h), which any safetensors reader ignores
+// and tinylm verifies on every read.
 
 #include <filesystem>
 #include <map>
@@ -19,14 +22,20 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 struct Safetensors {
   std::map<std::string, torch::Tensor> tensors;
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata;  // without the checksums
+  bool checksummed = false;                     // every tensor had a checksum, and matched it
 };
+
+// The metadata key of a tensor's checksum.
+std::string checksum_key(const std::string& tensor_name);
 
 // Serialises the tensors (CPU, contiguous copies are made as needed) in the order given.
 std::string encode_safetensors(const NamedTensors& tensors,
                                const std::map<std::string, std::string>& metadata = {});
 
-// Parses and validates; `source` names the file in errors.
+// Parses and validates; `source` names the file in errors. A tensor whose bytes do not match
+// its checksum is an IntegrityError naming the file and the tensor. Files without checksums
+// (from elsewhere, or from tinylm before 0.2) read as before, with checksummed false.
 Safetensors decode_safetensors(const std::string& bytes, const std::string& source);
 
 // Atomic write / validated read of a file.

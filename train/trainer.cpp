@@ -19,6 +19,7 @@
 #include "model/analysis/induction_probe.h"
 #include "model/gpt.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_transaction.h"
 #include "train/evaluate.h"
 #include "train/lr_schedule.h"
 #include "train/precision.h"
@@ -26,6 +27,7 @@
 #include "train/run_corpus.h"
 #include "train/snapshots.h"
 #include "train/train_step.h"
+#include "train/training_lock.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -213,7 +215,8 @@ class Trainer {
   const fs::path& out_ = options_.out_dir;
   RankGroup* const group_ = options_.group;
   const int rank_ = group_ ? group_->rank() : 0, world_ = group_ ? group_->size() : 1;
-  const bool writer_ = rank_ == 0;  // writes the run directory
+  const bool writer_ = rank_ == 0;    // writes the run directory
+  std::optional<TrainingLock> lock_;  // the writer's, from start() on
   const TrainingData data_ = start();
   const torch::Device device_ = options_.device.value_or(torch::Device(t_.device));
   const PrecisionChoice precision_ = choose_precision(t_.dtype, device_, cpu_flags());
@@ -295,17 +298,26 @@ TrainingData Trainer::start() {
   std::string startup_error;
   try {
     check_batch_splits(t_, world_);
-    if (writer_ && !options_.resume && fs::exists(out_) && !fs::is_empty(out_)) {
-      throw std::runtime_error("run directory " + out_.string() +
-                               " already exists; pass --resume to continue it or --out to choose "
-                               "another");
-    }
     if (options_.resume && !fs::is_regular_file(out_ / "state.json")) {
       throw std::runtime_error("cannot resume: " + out_.string() +
                                " is not a tinylm run directory (no state.json)" +
                                (writer_ ? ""
                                         : "; every rank reads the checkpoint, so the run "
                                           "directory must be at the same path on every machine"));
+    }
+    if (writer_) lock_.emplace(out_);
+    // The lock files do not make a directory a run.
+    const auto holds_a_run = [&] {
+      for (const auto& entry : fs::directory_iterator(out_)) {
+        const std::string name = entry.path().filename().string();
+        if (name != TrainingLock::kFileName && name != ".checkpoint.lock") return true;
+      }
+      return false;
+    };
+    if (writer_ && !options_.resume && holds_a_run()) {
+      throw std::runtime_error("run directory " + out_.string() +
+                               " already exists; pass --resume to continue it or --out to choose "
+                               "another");
     }
     loaded.emplace(load_training_data(config_, options_.resume ? &out_ : nullptr,
                                       options_.progress && writer_));
@@ -326,9 +338,14 @@ TrainingData Trainer::start() {
 }
 
 void Trainer::restore() {
-  state_ = load_training_state(out_);
-  const int64_t model_step = load_weights(out_ / "model.safetensors", model_);
-  load_optimizer(out_, *optimizer_, state_.step, model_step);
+  try {
+    const CheckpointReadLock read_lock(out_);
+    state_ = load_training_state(out_);
+    const int64_t model_step = load_weights(out_ / "model.safetensors", model_);
+    load_optimizer(out_, *optimizer_, state_.step, model_step);
+  } catch (const IntegrityError& e) {
+    rethrow_with_best_hint(e, out_);
+  }
   set_generator_state(rng_.train, state_.train_rng, (out_ / "state.json").string());
   set_generator_state(rng_.eval, state_.eval_rng, (out_ / "state.json").string());
   if (state_.threads != torch::get_num_threads() && writer_) {

@@ -63,6 +63,22 @@ void AtomicFileWriter::commit() {
   if (::close(fd) != 0) fail("close");
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename into place");
   tmp_.clear();
+  sync_directory(path_.has_parent_path() ? path_.parent_path() : ".");
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    throw std::runtime_error("cannot open directory " + dir.string() + ": " + std::strerror(errno));
+  }
+  // EINVAL: a file system that has nothing to flush for directories (tmpfs, some FUSE).
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    const int error = errno;
+    ::close(fd);
+    throw std::runtime_error("cannot flush directory " + dir.string() + ": " +
+                             std::strerror(error));
+  }
+  ::close(fd);
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {

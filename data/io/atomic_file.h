@@ -1,7 +1,8 @@
 #pragma once
 // Crash-safe file writes: the bytes go to a temporary name in the same directory, are
-// flushed to disk, then renamed over the target. A crash, a full disk or an exception
-// mid-write leaves the old file whole (or no file), never a partial one under the real name.
+// flushed to disk (fsync), renamed over the target, and the directory is flushed too, so that
+// the rename itself survives a power loss. A crash, a full disk or an exception mid-write
+// leaves the old file whole (or no file), never a partial one under the real name.
 
 #include <cstdint>
 #include <filesystem>
@@ -10,6 +11,9 @@
 namespace tinylm {
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// fsync of a directory: makes the renames and creations in it durable. Throws with the path.
+void sync_directory(const std::filesystem::path& dir);
 
 // The streaming form: write() as often as needed, then commit(). Destroyed uncommitted, it
 // removes its temporary file. Errors (a full disk, a file-size limit) throw and name `path`.
@@ -27,7 +31,7 @@ class AtomicFileWriter {
   void truncate(uint64_t size);
   uint64_t size() const { return size_; }
   const std::filesystem::path& temporary_path() const { return tmp_; }
-  // Flushes to disk and renames into place.
+  // Flushes to disk, renames into place, and flushes the directory.
   void commit();
 
  private:

@@ -145,7 +145,7 @@ TEST_F(Cli, DamagedRunFiles) {
   expect_failure(run_tinylm({"sample", copy.string()}), 1,
                  "model.safetensors is not a valid safetensors file");
   test::write_text(copy / "config.json", "{\"n_layer\": ");
-  expect_failure(run_tinylm({"eval", copy.string()}), 1, "config.json is not valid JSON");
+  expect_failure(run_tinylm({"eval", copy.string()}), 1, "config.json fails its checksum");
   expect_failure(run_tinylm({"eval", (dir / "nowhere").string()}), 1, "run directory not found");
 }
 

@@ -81,9 +81,12 @@ TEST(StepProfile, FusedKernelsCountInTheirCategoriesBackwardToo) {
       profile_of(test::small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"}));
   for (const auto& [kernel, category] :
        {std::pair{"RmsNorm", "norm"}, {"Swiglu", "activation"}, {"CausalAttention", "attention"}}) {
-    const bool found = std::any_of(p.ops.begin(), p.ops.end(), [&](const ProfiledOp& op) {
-      return op.name.find(kernel) != std::string::npos && op.category == category;
-    });
+    // Init-captures: C++17 lambdas cannot capture structured bindings (clang enforces it).
+    const bool found = std::any_of(p.ops.begin(), p.ops.end(),
+                                   [kernel = kernel, category = category](const ProfiledOp& op) {
+                                     return op.name.find(kernel) != std::string::npos &&
+                                            op.category == category;
+                                   });
     EXPECT_TRUE(found) << kernel << "'s backward node in " << category;
   }
 }

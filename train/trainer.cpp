@@ -298,6 +298,10 @@ TrainingData Trainer::start() {
   std::string startup_error;
   try {
     check_batch_splits(t_, world_);
+    if (writer_ && (options_.resume || fs::exists(out_))) {
+      lock_.emplace(out_);
+      const CheckpointReadLock finished(out_);  // a checkpoint a kill left half moved
+    }
     if (options_.resume && !fs::is_regular_file(out_ / "state.json")) {
       throw std::runtime_error("cannot resume: " + out_.string() +
                                " is not a tinylm run directory (no state.json)" +
@@ -305,12 +309,16 @@ TrainingData Trainer::start() {
                                         : "; every rank reads the checkpoint, so the run "
                                           "directory must be at the same path on every machine"));
     }
-    if (writer_) lock_.emplace(out_);
-    // The lock files do not make a directory a run.
+    if (writer_ && !lock_) lock_.emplace(out_);
+    // Neither the locks nor a first checkpoint that never reached its commit point make a
+    // directory a run.
     const auto holds_a_run = [&] {
       for (const auto& entry : fs::directory_iterator(out_)) {
         const std::string name = entry.path().filename().string();
-        if (name != TrainingLock::kFileName && name != ".checkpoint.lock") return true;
+        if (name != TrainingLock::kFileName && name != ".checkpoint.lock" &&
+            name != ".checkpoint-next") {
+          return true;
+        }
       }
       return false;
     };

@@ -37,8 +37,7 @@ struct ChecksummedRun {
     AdamW optimizer(model, TrainConfig{});
     TrainingState state;
     state.step = 7;
-    save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer,
-                    state);
+    save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer, state);
     if (with_best) {
       save_checkpoint(dir / "best", config, CharTokenizer::from_text("abcde"), model, optimizer,
                       state);
@@ -161,7 +160,8 @@ TEST(Checksum, ADamagedHeaderIsCaughtByStateJsonEvenWhenEveryTensorIsIntact) {
 
 TEST(Checksum, AnErrorPointsToBestWhenThatCopyIsIntact) {
   ChecksummedRun saved(/*with_best=*/true);
-  flip_one_byte(saved.dir / "model.safetensors", read_file(saved.dir / "model.safetensors").size() - 5);
+  flip_one_byte(saved.dir / "model.safetensors",
+                read_file(saved.dir / "model.safetensors").size() - 5);
   const std::string error = test::error_of([&] { load_run(saved.dir.path()); });
   EXPECT_NE(error.find((saved.dir / "best").string() + " (step 7) is intact"), std::string::npos)
       << error;

@@ -1,5 +1,5 @@
 // `tinylm bench [CONFIG] [--section.key=value ...] [--threads N] [--json] [--repeats R]
-//               [--steps S] [--num-samples N] [--max-new-tokens M]`
+//               [--steps S] [--num-samples N] [--max-new-tokens M] [--checkpoint]`
 // What this machine does with a config, in one run: the matmul rate LibTorch reaches here
 // (the practical limit), training tokens/s and model FLOPs utilisation against that limit,
 // sampling tokens/s with and without the KV cache at batch 1 and batch N, and peak memory.
@@ -19,6 +19,7 @@
 #include "data/batches.h"
 #include "model/generate.h"
 #include "model/kernels/kernel_choice.h"
+#include "tools/bench_checkpoint.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/adamw.h"
@@ -102,7 +103,9 @@ struct BenchArgs {
   std::string device = "cpu";
   int64_t num_samples = 8, max_new_tokens = 500;
   bool json = false;
-  std::vector<std::string> overrides;  // --section.key=value
+  bool checkpoint = false;                               // --checkpoint: only that
+  std::string checkpoint_dir = "runs/bench-checkpoint";  // on the disk runs are written to
+  std::vector<std::string> overrides;                    // --section.key=value
 };
 
 struct MatmulRate {
@@ -337,6 +340,10 @@ int run_bench(const BenchArgs& args) {
   data_options.progress = false;
   const RunData data = load_run_data(config, data_options);
   config.model.vocab_size = data.tokenizer->vocab_size();
+  if (args.checkpoint) {
+    bench_checkpoint(config, *data.tokenizer, args.repeats, args.checkpoint_dir, args.json);
+    return 0;
+  }
   // The precision training would choose here (train.dtype = "auto" by default).
   const PrecisionChoice precision = choose_precision(config.train.dtype, device, cpu_flags());
   config.train.dtype = precision.dtype;
@@ -383,6 +390,10 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens per sample")
       ->check(CLI::Range(1, 100000));
   cmd->add_flag("--json", args->json, "Print JSON instead of a table");
+  cmd->add_flag("--checkpoint", args->checkpoint,
+                "Measure only checkpoint save and load: their fsync and checksum shares");
+  cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
+                  "Where --checkpoint writes (removed after; default runs/bench-checkpoint)");
   return with_overrides(cmd, args->overrides, "--train.dtype=bfloat16",
                         [args] { return run_bench(*args); });
 }

@@ -367,7 +367,7 @@ int64_t verify_checkpoint(const fs::path& dir) {
       }
     }
   }
-  return read_state(dir).at("step").get<int64_t>();
+  return load_training_state(dir).step;
 }
 
 LoadedRun load_run(const fs::path& dir) {

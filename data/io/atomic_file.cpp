@@ -4,12 +4,31 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
 namespace tinylm {
+namespace {
+
+std::atomic<int64_t> fsync_nanoseconds{0};
+
+// fsync(2), timed.
+int timed_fsync(int fd) {
+  const auto start = std::chrono::steady_clock::now();
+  const int result = ::fsync(fd);
+  fsync_nanoseconds +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  return result;
+}
+
+}  // namespace
+
+double seconds_in_fsync() { return static_cast<double>(fsync_nanoseconds.load()) * 1e-9; }
 
 AtomicFileWriter::AtomicFileWriter(std::filesystem::path path)
     : path_(std::move(path)), tmp_(path_.string() + ".tmp-" + std::to_string(::getpid())) {
@@ -57,7 +76,7 @@ void AtomicFileWriter::truncate(uint64_t size) {
 }
 
 void AtomicFileWriter::commit() {
-  if (::fsync(fd_) != 0) fail("flush");
+  if (timed_fsync(fd_) != 0) fail("flush");
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close");
@@ -72,7 +91,7 @@ void sync_directory(const std::filesystem::path& dir) {
     throw std::runtime_error("cannot open directory " + dir.string() + ": " + std::strerror(errno));
   }
   // EINVAL: a file system that has nothing to flush for directories (tmpfs, some FUSE).
-  if (::fsync(fd) != 0 && errno != EINVAL) {
+  if (timed_fsync(fd) != 0 && errno != EINVAL) {
     const int error = errno;
     ::close(fd);
     throw std::runtime_error("cannot flush directory " + dir.string() + ": " +

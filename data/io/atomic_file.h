@@ -15,6 +15,9 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // fsync of a directory: makes the renames and creations in it durable. Throws with the path.
 void sync_directory(const std::filesystem::path& dir);
 
+// Seconds this process has spent in fsync, files and directories (for tinylm bench).
+double seconds_in_fsync();
+
 // The streaming form: write() as often as needed, then commit(). Destroyed uncommitted, it
 // removes its temporary file. Errors (a full disk, a file-size limit) throw and name `path`.
 class AtomicFileWriter {

@@ -18,6 +18,9 @@ inline constexpr const char* kChecksumAlgorithm = "xxh3_64";
 uint64_t xxh3_64(std::string_view bytes);
 std::string checksum_hex(std::string_view bytes);  // to_hex(xxh3_64(bytes))
 
+// Seconds this process has spent computing checksums (for tinylm bench).
+double seconds_in_checksums();
+
 // Bytes on disk that no longer match the checksum written with them.
 struct IntegrityError : std::runtime_error {
   using std::runtime_error::runtime_error;

@@ -1,0 +1,12 @@
+// TOML configs (configs/*.toml, a run's config.toml): syntax, keys, types, ranges.
+#include "tests/fuzz/fuzz_support.h"
+#include "train/run_config.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  return tinylm::fuzz::run(data, size, [](const std::string& bytes) {
+    const auto path = tinylm::fuzz::scratch_dir() / "config.toml";
+    tinylm::fuzz::write_file(path, bytes);
+    const tinylm::RunConfig config = tinylm::load_run_config(path);
+    tinylm::to_toml(config);  // what loaded can be written back
+  });
+}

@@ -9,6 +9,8 @@ little-endian bytes), checks names and shapes against docs/FORMATS.md, runs the 
 in numpy (float64), and checks that its loss on a text equals `tinylm eval --text` to 1e-5.
 Then reads the last snapshot of the heads (snapshots/step_00000030.safetensors, float16
 patterns) and checks its patterns on the text probe against the numpy forward pass's.
+Checks every checksum with python3-xxhash (docs/FORMATS.md): each tensor's XXH3-64 in its
+safetensors header, each file's in state.json, and state.json's own.
 
 usage: python_reads_run.py TINYLM_BINARY SOURCE_DIR
 """
@@ -20,6 +22,7 @@ import sys
 import tempfile
 
 import numpy as np
+import xxhash
 
 
 def read_safetensors(path):
@@ -35,6 +38,32 @@ def read_safetensors(path):
         begin, end = entry["data_offsets"]
         tensors[name] = np.frombuffer(body[begin:end], dtype=dtypes[entry["dtype"]]).reshape(entry["shape"])
     return tensors
+
+
+def check_checksums(run):
+    """Every checksum the run records, recomputed: tensors, files, state.json itself."""
+    state = json.load(open(os.path.join(run, "state.json")))
+    recorded = state.pop("checksum")
+    canonical = json.dumps(state, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert xxhash.xxh3_64_hexdigest(canonical.encode()) == recorded, "state.json's own checksum"
+    assert set(state["files"]) >= {"config.json", "config.toml", "tokenizer.json",
+                                   "model.safetensors", "optimizer.safetensors"}
+    for name, checksum in state["files"].items():
+        data = open(os.path.join(run, name), "rb").read()
+        assert xxhash.xxh3_64_hexdigest(data) == checksum, f"{name}'s checksum in state.json"
+    snapshots = os.path.join(run, "snapshots")
+    files = [os.path.join(run, "model.safetensors"), os.path.join(run, "optimizer.safetensors")]
+    files += [os.path.join(snapshots, f) for f in sorted(os.listdir(snapshots))]
+    for path in files:
+        data = open(path, "rb").read()
+        n = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + n])
+        meta = header.pop("__metadata__")
+        assert len(header) > 0
+        for name, entry in header.items():
+            begin, end = entry["data_offsets"]
+            assert xxhash.xxh3_64_hexdigest(data[8 + n + begin:8 + n + end]) == meta["xxh3_64:" + name], \
+                f"{path}: {name}'s checksum"
 
 
 def swiglu_hidden(C):
@@ -179,6 +208,7 @@ def check_run(binary, source, block):
         subprocess.run([binary, "train", config, "--out", run, "--threads", "1"], check=True,
                        stderr=subprocess.DEVNULL)
 
+        check_checksums(run)
         cfg = json.load(open(os.path.join(run, "config.json")))
         vocab = json.load(open(os.path.join(run, "tokenizer.json")))["vocab"]
         weights = read_safetensors(os.path.join(run, "model.safetensors"))

@@ -45,12 +45,14 @@ std::string state_checksum(json doc) {
 }
 
 // The files staged so far, each with its checksum: state.json's manifest of its checkpoint.
-json manifest_of(const fs::path& dir) {
+// `known`: the checksums of files whose bytes were hashed as they were written.
+json manifest_of(const fs::path& dir, const std::map<std::string, std::string>& known) {
   json files = json::object();
   for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.is_regular_file()) {
-      files[entry.path().filename().string()] = checksum_hex(read_file(entry.path()));
-    }
+    if (!entry.is_regular_file()) continue;
+    const std::string name = entry.path().filename().string();
+    const auto it = known.find(name);
+    files[name] = it != known.end() ? it->second : checksum_hex(read_file(entry.path()));
   }
   return files;
 }
@@ -158,11 +160,12 @@ int64_t step_in(const Safetensors& file, const fs::path& path) {
   }
 }
 
-void write_model(const fs::path& path, GPT& model, int64_t step) {
+std::string write_model(const fs::path& path, GPT& model, int64_t step) {
   NamedTensors tensors;
   for (const auto& item : model->named_parameters()) tensors.emplace_back(item.key(), item.value());
-  save_safetensors(path, tensors,
-                   {{"format", "pt"}, {"step", std::to_string(step)}, {"tinylm", TINYLM_VERSION}});
+  return save_safetensors(
+      path, tensors,
+      {{"format", "pt"}, {"step", std::to_string(step)}, {"tinylm", TINYLM_VERSION}});
 }
 
 }  // namespace
@@ -324,11 +327,13 @@ void write_checkpoint_files(const fs::path& dir, const RunConfig& config,
   write_file_atomic(dir / "config.toml", to_toml(config));
   write_file_atomic(dir / "config.json", model_config_to_json(model->config()).dump(2) + "\n");
   tokenizer.save(dir);
-  write_model(dir / "model.safetensors", model, state.step);
+  std::map<std::string, std::string> hashed;
+  hashed["model.safetensors"] = write_model(dir / "model.safetensors", model, state.step);
 
   NamedTensors moments = optimizer.moments();
   moments.emplace_back("step", torch::tensor(state.step, torch::kInt64));
-  save_safetensors(dir / "optimizer.safetensors", moments, {{"step", std::to_string(state.step)}});
+  hashed["optimizer.safetensors"] = save_safetensors(dir / "optimizer.safetensors", moments,
+                                                     {{"step", std::to_string(state.step)}});
 
   json doc = {{"format", kStateFormat},
               {"step", state.step},
@@ -343,7 +348,7 @@ void write_checkpoint_files(const fs::path& dir, const RunConfig& config,
               {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng}}},
               {"data", {{"epoch", state.epoch.epoch}, {"epoch_position", state.epoch.position}}},
               {"versions", {{"tinylm", TINYLM_VERSION}, {"libtorch", TORCH_VERSION}}},
-              {"files", manifest_of(dir)}};
+              {"files", manifest_of(dir, hashed)}};
   doc["checksum"] = state_checksum(doc);
   write_file_atomic(dir / kState, doc.dump(2) + "\n");
 }

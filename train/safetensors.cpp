@@ -217,9 +217,11 @@ Safetensors decode_safetensors(const std::string& bytes, const std::string& sour
   return out;
 }
 
-void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  write_file_atomic(path, encode_safetensors(tensors, metadata));
+std::string save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                             const std::map<std::string, std::string>& metadata) {
+  const std::string bytes = encode_safetensors(tensors, metadata);
+  write_file_atomic(path, bytes);
+  return checksum_hex(bytes);
 }
 
 Safetensors load_safetensors(const std::filesystem::path& path) {

@@ -38,9 +38,10 @@ std::string encode_safetensors(const NamedTensors& tensors,
 // (from elsewhere, or from tinylm before 0.2) read as before, with checksummed false.
 Safetensors decode_safetensors(const std::string& bytes, const std::string& source);
 
-// Atomic write / validated read of a file.
-void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
-                      const std::map<std::string, std::string>& metadata = {});
+// Atomic write / validated read of a file. The write returns the checksum of the whole
+// file's bytes (a checkpoint's manifest records it without reading the file back).
+std::string save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                             const std::map<std::string, std::string>& metadata = {});
 Safetensors load_safetensors(const std::filesystem::path& path);
 
 }  // namespace tinylm

@@ -10,12 +10,25 @@ namespace tinylm {
 namespace fs = std::filesystem;
 
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw std::runtime_error("cannot open " + path.string());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw std::runtime_error("cannot read " + path.string());
-  return buffer.str();
+  // One read into a string of the file's size: a stringstream would grow and copy a
+  // checkpoint's gigabyte several times over.
+  const std::streamoff size = in.tellg();
+  if (size < 0) {  // not seekable (a pipe): read it as a stream
+    in.clear();
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    if (in.bad()) throw std::runtime_error("cannot read " + path.string());
+    return buffer.str();
+  }
+  std::string bytes(static_cast<size_t>(size), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  if (in.gcount() != size) {
+    throw std::runtime_error("cannot read " + path.string() + ": it changed size while read");
+  }
+  return bytes;
 }
 
 uint64_t fingerprint_files(const std::vector<fs::path>& files) {

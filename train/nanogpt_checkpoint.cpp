@@ -379,7 +379,35 @@ std::string readable_pickle(const std::string& in, const fs::path& path, bool to
 
 // A torch.save zip whose data.pkl LibTorch 1.13 reads (readable_pickle, OrderedDict states
 // dropped), the other records (the tensors' bytes) as they were.
+// Refuses what is not a whole zip before LibTorch's reader sees it: a file that does not
+// start as a zip, or whose end-of-central-directory record (the last 22 bytes, or up to 64 KB
+// more with a comment) is missing or points outside the file. Besides the clearer message,
+// LibTorch 1.13's reader leaks its miniz state on such files (tests/sanitizers/lsan.supp).
+void check_whole_zip(const std::string& bytes, const fs::path& path) {
+  const auto u32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(bytes[at + i]);
+    return v;
+  };
+  if (bytes.size() < 22 || bytes.compare(0, 4, "PK\x03\x04") != 0) {
+    fail(path, "not a torch.save file (not a zip archive; nanoGPT's ckpt.pt is one)");
+  }
+  const size_t lowest = bytes.size() > 22 + 65535 ? bytes.size() - 22 - 65535 : 0;
+  for (size_t at = bytes.size() - 22;; --at) {
+    if (bytes.compare(at, 4, "PK\x05\x06") == 0) {
+      const uint64_t size = u32(at + 12), offset = u32(at + 16);
+      // 0xFFFFFFFF: ZIP64, whose own record says where the directory is.
+      if (offset == 0xFFFFFFFFu || offset + size <= at) return;
+    }
+    if (at == lowest) break;
+  }
+  fail(path,
+       "not a torch.save file: the zip archive is truncated (its central directory is "
+       "missing)");
+}
+
 std::vector<char> readable_torch_save(const std::string& bytes, const fs::path& path) {
+  check_whole_zip(bytes, path);
   std::istringstream stream(bytes);
   caffe2::serialize::PyTorchStreamReader reader(&stream);
   std::vector<char> out;
@@ -412,6 +440,8 @@ NanoGptCheckpoint read_nanogpt_checkpoint(const fs::path& path) {
   } catch (const c10::Error& e) {
     fail(path, "not a torch.save file that LibTorch can read (nanoGPT's ckpt.pt is one): " +
                    first_line(e.what_without_backtrace()));
+  } catch (const std::logic_error& e) {  // LibTorch's unpickler: a memo index out of range
+    fail(path, std::string("not a torch.save file that LibTorch can read: ") + e.what());
   }
   if (!loaded.isGenericDict()) {
     fail(path, "holds a " + kind_of(loaded) +
@@ -485,6 +515,8 @@ std::vector<std::string> read_nanogpt_meta(const fs::path& path) {
   } catch (const c10::Error& e) {
     fail(path, "not a pickle LibTorch can read (nanoGPT's meta.pkl is one): " +
                    first_line(e.what_without_backtrace()));
+  } catch (const std::logic_error& e) {  // LibTorch's unpickler: a memo index out of range
+    fail(path, std::string("not a pickle LibTorch can read: ") + e.what());
   }
   const c10::impl::GenericDict itos =
       as_dict(path, entry(path, as_dict(path, loaded, "meta.pkl"), "itos", "meta.pkl"), "itos");

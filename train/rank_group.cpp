@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -43,7 +44,8 @@ int parse_env_int(const char* name, int fallback, int lo, int hi) {
     throw std::invalid_argument(
         fmt::format("environment variable {}={:?} is not an integer in "
                     "[{}, {}]",
-                    name, text, lo, hi));
+                    name, std::string_view(text), lo, hi));  // fmt quotes a string_view
+                                                             // with {:?}, not a char*
   }
   return static_cast<int>(value);
 }

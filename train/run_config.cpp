@@ -281,7 +281,9 @@ void RunConfig::validate() const {
               ") must be greater than train.warmup_iters (" + std::to_string(t.warmup_iters) + ")");
 }
 
-RunConfig load_run_config(const std::filesystem::path& path) {
+namespace {
+
+RunConfig read_run_config(const std::filesystem::path& path) {
   if (!std::filesystem::is_regular_file(path)) {
     throw std::runtime_error("config file not found: " + path.string());
   }
@@ -337,6 +339,18 @@ RunConfig load_run_config(const std::filesystem::path& path) {
     throw std::invalid_argument(std::string(e.what()) + " (in " + path.string() + ")");
   }
   return config;
+}
+
+}  // namespace
+
+RunConfig load_run_config(const std::filesystem::path& path) {
+  // What is wrong with a file is the file's error (std::runtime_error), as with every loader;
+  // std::invalid_argument is left to flags and overrides (usage, exit status 2).
+  try {
+    return read_run_config(path);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(e.what());
+  }
 }
 
 void apply_overrides(RunConfig& config, const std::vector<std::string>& overrides) {

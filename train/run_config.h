@@ -98,7 +98,8 @@ struct RunConfig {
   void validate() const;
 };
 
-// Reads `path` on top of the defaults; throws on a parse error, unknown key or bad value.
+// Reads `path` on top of the defaults; throws std::runtime_error naming the file (and line)
+// on a parse error, unknown key or bad value.
 RunConfig load_run_config(const std::filesystem::path& path);
 
 // Applies overrides such as "train.max_iters=100" (value in TOML syntax; strings may be bare).

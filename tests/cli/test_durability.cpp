@@ -53,6 +53,7 @@ pid_t start_training(const fs::path& config, const fs::path& run, bool resume,
   for (std::string& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
   const std::string binary = test::binary().string();
+  fs::remove(log);  // before the fork: the caller reads it from now on
   const pid_t pid = ::fork();
   if (pid == 0) {
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -68,6 +69,13 @@ int wait_for(pid_t pid) {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Whether the child has exited, leaving it to be waited for.
+bool has_exited(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+         info.si_pid == pid;
 }
 
 // What identifies a checkpoint: its weights' and moments' file checksums (state.json's).
@@ -107,8 +115,27 @@ TEST(Durability, KilledAtFiftyRandomMomentsEveryRunResumesFromACheckpointAroundT
   }
   ASSERT_EQ(reference.size(), static_cast<size_t>(kSteps + 1));
 
+  // A quarter of the kills at a random moment of the start (loading, resuming, the first
+  // checkpoint), the rest at a random moment within 400 ms of training. Timed from what the
+  // log says, not from the clock: a sanitizer build starts several times slower.
   std::mt19937 rng(2026);
-  std::uniform_int_distribution<int> delay_ms(100, 1500);  // startup takes ~500 ms
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  double startup_ms = 500.0;  // the longest start seen so far
+  const auto kill_moment = [&](pid_t pid, const fs::path& log) {
+    using Clock = std::chrono::steady_clock;
+    const auto launched = Clock::now();
+    if (uniform(rng) < 0.25) {
+      std::this_thread::sleep_for(
+          std::chrono::duration<double, std::milli>(uniform(rng) * startup_ms));
+      return;
+    }
+    while (last_logged_step(log) < 0 && !has_exited(pid)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    startup_ms = std::max(
+        startup_ms, std::chrono::duration<double, std::milli>(Clock::now() - launched).count());
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(uniform(rng) * 400.0));
+  };
   const fs::path run = dir / "killed", log = dir / "train.log";
   int kills = 0, during_training = 0, chains = 1;
   int64_t previous = -1;
@@ -120,7 +147,7 @@ TEST(Durability, KilledAtFiftyRandomMomentsEveryRunResumesFromACheckpointAroundT
     }
     const bool resume = fs::exists(run / "state.json");
     const pid_t pid = start_training(config, run, resume, log);
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+    kill_moment(pid, log);
     const bool killed = ::kill(pid, SIGKILL) == 0;
     const int status = wait_for(pid);
     if (!killed || status != 128 + SIGKILL) {  // it finished first

@@ -74,7 +74,6 @@ put("config_json", "rope.json", json.dumps(
      "dropout": 0.0, "bias": False, "tie_weights": True, "pos_encoding": "rope",
      "norm": "rmsnorm", "mlp": "swiglu"}))
 put("tokenizer_json", "byte.json", '{"type":"byte"}\n')
-put("tokenizer_json", "sentencepiece.json", '{"type":"sentencepiece","vocab_size":40}\n')
 for name in ("tiny.toml", "shakespeare_char.toml", "shakespeare_bpe.toml", "induction.toml"):
     put("toml_config", name, open(os.path.join(source, "configs", name)).read())
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -68,13 +69,11 @@ extern "C" {
 
 int tinylm_spm_load(const char* bytes, size_t size, tinylm_spm** model, char** error) {
   try {
-    auto* m = new tinylm_spm;
+    // Owned until it loads: LoadFromSerializedProto may throw as well as fail.
+    auto m = std::make_unique<tinylm_spm>();
     const auto status = m->processor.LoadFromSerializedProto(std::string(bytes, size));
-    if (!status.ok()) {
-      delete m;
-      return fail(error, status.ToString());
-    }
-    *model = m;
+    if (!status.ok()) return fail(error, status.ToString());
+    *model = m.release();
     return 0;
   } catch (const std::exception& e) {
     return fail(error, e.what());

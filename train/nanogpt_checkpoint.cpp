@@ -264,6 +264,11 @@ std::string readable_pickle(const std::string& in, const fs::path& path, bool to
       case 'r': {
         const size_t n = op == 'q' ? 1 : 4;
         const auto index = static_cast<uint32_t>(little(at, n));
+        // Writers number the memo from 0, one entry per put of at least a byte: a larger index
+        // is damage, and LibTorch's unpickler would size its memo to it (gigabytes).
+        if (index >= in.size())
+          fail(path, "the pickle's memo index " + std::to_string(index) +
+                         " is past anything it could hold");
         memo = std::max<uint32_t>(memo, index + 1);
         puts.emplace_back(begin, index);
         keep(n);

@@ -16,6 +16,7 @@
 usage: nanogpt_interop.py TINYLM SOURCE_DIR
 """
 import collections
+import datetime
 import json
 import math
 import os
@@ -155,7 +156,9 @@ def main():
                     data = data.replace(b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0")
                     assert b"cuda:0" in data
                 out.writestr(item, data)
-        run(tinylm, "import", path("gpu.pt"), "--out", path("gpu"), "--meta", path("meta.pkl"),
+        with open(path("meta2.pkl"), "wb") as f:  # protocol 2, which LibTorch reads as it is
+            pickle.dump(pickle.load(open(path("meta.pkl"), "rb")), f, protocol=2)
+        run(tinylm, "import", path("gpu.pt"), "--out", path("gpu"), "--meta", path("meta2.pkl"),
             "--data", corpus)
         assert open(path("gpu", "model.safetensors"), "rb").read() == \
             open(path("run", "model.safetensors"), "rb").read()
@@ -207,14 +210,34 @@ def main():
         torch.save(dict(ckpt, model_args=dict(args, rotary=True)), path("arch.pt"))
         with open(path("plain.pkl"), "wb") as f:
             pickle.dump({"model": 1}, f)
+        # A dict inside itself: LibTorch's reference-counted values would never free it.
+        loop = {}
+        loop["self"] = loop
+        torch.save(dict(ckpt, config=loop), path("cycle.pt"))
+        torch.save(dict(ckpt, config={"when": datetime.date(2026, 1, 1)}), path("import.pt"))
         cases = [("truncated.pt", "not a torch.save file"), ("list.pt", "holds a GenericList"),
                  ("no_args.pt", "the checkpoint has no 'model_args'"),
                  ("shapes.pt", "transformer.wte.weight is (65, 16), model_args imply (65, 32)"),
                  ("arch.pt", "model_args has 'rotary', which nanoGPT's GPTConfig lacks"),
-                 ("plain.pkl", "not a torch.save file")]
+                 ("plain.pkl", "not a torch.save file"),
+                 ("cycle.pt", "refers to one dict or list twice"),
+                 ("import.pt", "imports datetime.date, which tinylm does not read")]
+        meta = pickle.load(open(path("meta.pkl"), "rb"))
+        bad_metas = {"meta-cycle.pkl": pickle.dumps(dict(meta, stoi=loop), protocol=4),
+                     "meta-shared.pkl": pickle.dumps(dict(meta, b=meta["itos"]), protocol=2),
+                     "meta-import.pkl": pickle.dumps(dict(meta, when=datetime.date(2026, 1, 1)), protocol=2),
+                     "meta-dup.pkl": b"\x80\x02](2e."}  # DUP: a list inside itself
+        for name, data in bad_metas.items():
+            open(path(name), "wb").write(data)
+        cases += [("meta-cycle.pkl", "refers to one dict or list twice"),
+                  ("meta-shared.pkl", "refers to one dict or list twice"),
+                  ("meta-import.pkl", "imports datetime.date, which tinylm does not read"),
+                  ("meta-dup.pkl", "uses opcode 0x32")]
         for name, message in cases:
             out = path("bad-" + name)
-            r = run(tinylm, "import", path(name), "--out", out, "--meta", path("meta.pkl"),
+            checkpoint, meta_file = (path("ckpt.pt"), path(name)) if name.startswith("meta-") \
+                else (path(name), path("meta.pkl"))
+            r = run(tinylm, "import", checkpoint, "--out", out, "--meta", meta_file,
                     "--data", corpus, ok=False)
             assert r.returncode == 1 and message in r.stderr, (name, r.returncode, r.stderr)
             assert not os.path.exists(out), f"{name}: {out} was written"

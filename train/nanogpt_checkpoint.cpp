@@ -4,15 +4,15 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/serialize.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <regex>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "data/io/atomic_file.h"
 #include "data/io/files.h"
+#include "train/readable_pickle.h"
 #include "train/shape_text.h"
 
 namespace tinylm {
@@ -167,221 +167,6 @@ std::optional<std::string> toml_scalar(const IValue& v) {
   return std::nullopt;
 }
 
-// A pickle rewritten for LibTorch 1.13's unpickler, which reads protocol 2 only, knows no
-// OrderedDict (the type of every state_dict(): pytorch#100741, fixed in PyTorch 2.6) and
-// no SETITEM. From protocols 3 to 5, which Python writes by default (as nanoGPT's
-// prepare.py does): FRAME is dropped (framing only), MEMOIZE becomes LONG_BINPUT with its
-// memo index, SHORT_BINUNICODE and BINUNICODE8 become BINUNICODE. `OrderedDict ()` REDUCE
-// becomes an empty dict, which the items then fill. SETITEM becomes MARK key value
-// SETITEMS: the MARK goes where the key began, which is why each stack entry remembers where
-// in the output its opcodes begin. For the data.pkl of a torch.save archive
-// (`torch_archive`): each BUILD and its state (an OrderedDict's _metadata) are cut out
-// (LibTorch has no POP), with an error if anything later refers to what they memoized (in a
-// checkpoint of plain values only OrderedDicts are built); and "cuda" locations become
-// "cpu". Every other opcode is kept, operands and all; one this reader does not know is an
-// error naming it.
-std::string readable_pickle(const std::string& in, const fs::path& path, bool torch_archive) {
-  if (in.size() < 2 || in[0] != '\x80') fail(path, "not a pickle of protocol 2 or later");
-  std::string out = "\x80\x02";
-  uint32_t memo = 0;
-  int64_t ordered_dict = -1;  // the memo index of collections.OrderedDict, once read
-  struct Entry {
-    size_t begin;  // in `out`
-    bool mark;
-  };
-  std::vector<Entry> stack;
-  std::vector<std::pair<size_t, uint32_t>> puts;  // where in `out` each memo index was set
-  std::set<uint32_t> dropped;                     // memo indices set inside a dropped state
-  const auto broken = [&] { fail(path, "the pickle's stack does not add up"); };
-  const auto pop = [&](size_t n) {
-    if (stack.size() < n) broken();
-    const size_t first = stack[stack.size() - n].begin;
-    stack.resize(stack.size() - n);
-    return first;
-  };
-  const auto pop_mark = [&] {  // everything down to the last MARK, and the MARK
-    while (!stack.empty() && !stack.back().mark) stack.pop_back();
-    if (stack.empty()) broken();
-    const size_t begin = stack.back().begin;
-    stack.pop_back();
-    return begin;
-  };
-  const auto u32 = [](uint64_t v) {
-    std::string b(4, '\0');
-    for (size_t i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i) & 0xff);
-    return b;
-  };
-  const auto little = [&](size_t at, size_t n) {
-    if (at + n > in.size()) fail(path, "the pickle ends inside an opcode");
-    uint64_t v = 0;
-    for (size_t i = n; i-- > 0;) v = v << 8 | static_cast<unsigned char>(in[at + i]);
-    return v;
-  };
-  size_t at = 2;
-  while (at < in.size()) {
-    const auto op = static_cast<unsigned char>(in[at++]);
-    const size_t begin = out.size();
-    const auto push = [&] { stack.push_back({begin, false}); };
-    const auto keep = [&](size_t n) {  // the opcode and n bytes of operand, as they are
-      if (at + n > in.size()) fail(path, "the pickle ends inside an opcode");
-      out += static_cast<char>(op);
-      out.append(in, at, n);
-      at += n;
-    };
-    const auto line_ends = [&](int count) {  // operands ended by newlines (GLOBAL has two)
-      size_t end = at;
-      for (int i = 0; i < count; ++i) {
-        end = in.find('\n', end);
-        if (end == std::string::npos) fail(path, "the pickle ends inside an opcode");
-        ++end;
-      }
-      return end;
-    };
-    const auto text = [&](size_t length_bytes) {  // a string, as BINUNICODE
-      const uint64_t n = little(at, length_bytes);
-      at += length_bytes;
-      if (at + n > in.size()) fail(path, "the pickle ends inside a string");
-      std::string value = in.substr(at, static_cast<size_t>(n));
-      at += static_cast<size_t>(n);
-      // A storage's location: a checkpoint trained on a GPU is read onto the CPU (what
-      // torch.load's map_location does; pickle_load has none).
-      if (torch_archive && std::regex_match(value, std::regex("cuda(:[0-9]+)?"))) value = "cpu";
-      out += 'X' + u32(value.size()) + value;
-    };
-    const auto empty_dict = [&] {  // OrderedDict as `class () REDUCE`, the class just read
-      if (in.compare(at, 2, ")R") != 0)
-        fail(path, "the pickle builds an OrderedDict other than with no arguments");
-      at += 2;
-      out += '}';
-    };
-    switch (op) {
-      case 0x95: at += 8; break;  // FRAME
-      case 0x94:                  // MEMOIZE
-        puts.emplace_back(begin, memo);
-        out += 'r' + u32(memo++);
-        break;
-      case 'q':  // BINPUT, LONG_BINPUT: the memo grows past their index
-      case 'r': {
-        const size_t n = op == 'q' ? 1 : 4;
-        const auto index = static_cast<uint32_t>(little(at, n));
-        // Writers number the memo from 0, one entry per put of at least a byte: a larger index
-        // is damage, and LibTorch's unpickler would size its memo to it (gigabytes).
-        if (index >= in.size())
-          fail(path, "the pickle's memo index " + std::to_string(index) +
-                         " is past anything it could hold");
-        memo = std::max<uint32_t>(memo, index + 1);
-        puts.emplace_back(begin, index);
-        keep(n);
-        break;
-      }
-      case 'p': keep(line_ends(1) - at); break;  // PUT
-      case 0x8c: text(1), push(); break;         // SHORT_BINUNICODE
-      case 0x8d: text(8), push(); break;         // BINUNICODE8
-      case 'X': text(4), push(); break;          // BINUNICODE
-      case 'c': {                                // GLOBAL module\nname\n; OrderedDict() becomes {}
-        const size_t end = line_ends(2);
-        if (in.compare(at, end - at, "collections\nOrderedDict\n") != 0) {
-          keep(end - at);
-        } else {
-          at = end;
-          if (at < in.size() && (in[at] == 'q' || in[at] == 'r')) {  // memoized: BINGET later
-            const size_t n = in[at] == 'q' ? 1 : 4;
-            ordered_dict = static_cast<int64_t>(little(at + 1, n));
-            at += 1 + n;
-          }
-          empty_dict();
-        }
-        push();
-        break;
-      }
-      case 'h':  // BINGET, LONG_BINGET: the OrderedDict class again, or any other value
-      case 'j': {
-        const size_t n = op == 'h' ? 1 : 4;
-        if (dropped.count(static_cast<uint32_t>(little(at, n))) != 0)
-          fail(path, "the pickle refers to a value inside an OrderedDict's dropped state");
-        if (static_cast<int64_t>(little(at, n)) == ordered_dict) {
-          at += n;
-          empty_dict();
-        } else {
-          keep(n);
-        }
-        push();
-        break;
-      }
-      case 'g': keep(line_ends(1) - at), push(); break;  // GET
-      case 'K': keep(1), push(); break;                  // BININT1
-      case 'M': keep(2), push(); break;                  // BININT2
-      case 'J': keep(4), push(); break;                  // BININT
-      case 'G': keep(8), push(); break;                  // BINFLOAT
-      case 0x8a:  // LONG1, SHORT_BINSTRING, SHORT_BINBYTES: a 1-byte length, then the bytes
-      case 'U':
-      case 'C': keep(1 + static_cast<size_t>(little(at, 1))), push(); break;
-      case 'T':  // BINSTRING, BINBYTES: a 4-byte length
-      case 'B': keep(4 + static_cast<size_t>(little(at, 4))), push(); break;
-      case 'I':  // INT, FLOAT, LONG, PERSID, STRING, UNICODE: one line
-      case 'F':
-      case 'L':
-      case 'P':
-      case 'S':
-      case 'V': keep(line_ends(1) - at), push(); break;
-      case '}':  // EMPTY_DICT, EMPTY_LIST, EMPTY_TUPLE, NONE, NEWTRUE, NEWFALSE
-      case ']':
-      case ')':
-      case 'N':
-      case 0x88:
-      case 0x89: keep(0), push(); break;
-      case '2':  // DUP
-        if (stack.empty()) broken();
-        keep(0), push();
-        break;
-      case '(': keep(0), stack.push_back({begin, true}); break;  // MARK
-      case 'u':                                                  // SETITEMS, APPENDS
-      case 'e': keep(0), pop_mark(); break;
-      case '1': keep(0), pop_mark(); break;  // POP_MARK
-      case 'd':                              // DICT, LIST, TUPLE: from the MARK on
-      case 'l':
-      case 't': keep(0), stack.push_back({pop_mark(), false}); break;
-      case 's': {  // SETITEM: MARK before the key, then SETITEMS
-        if (stack.size() < 3) broken();
-        out.insert(stack[stack.size() - 2].begin, 1, '(');
-        out += 'u';
-        pop(2);
-        break;
-      }
-      case 'a': keep(0), pop(1); break;  // APPEND
-      case '0': keep(0), pop(1); break;  // POP
-      case 'b':                          // BUILD
-        if (torch_archive) {             // the state's opcodes are cut out, and what they memoized
-          if (stack.empty()) broken();
-          const size_t state = stack.back().begin;
-          while (!puts.empty() && puts.back().first >= state) {
-            dropped.insert(puts.back().second);
-            puts.pop_back();
-          }
-          out.resize(state);
-        } else {
-          keep(0);
-        }
-        pop(1);
-        break;
-      case 'R':  // REDUCE, NEWOBJ: callable and arguments -> the result
-      case 0x81: keep(0), stack.push_back({pop(2), false}); break;
-      case 'Q': keep(0), stack.push_back({pop(1), false}); break;   // BINPERSID
-      case 0x85: keep(0), stack.push_back({pop(1), false}); break;  // TUPLE1
-      case 0x86: keep(0), stack.push_back({pop(2), false}); break;  // TUPLE2
-      case 0x87: keep(0), stack.push_back({pop(3), false}); break;  // TUPLE3
-      case '.': out += '.'; return out;                             // STOP
-      default: {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "0x%02x", op);
-        fail(path, std::string("the pickle uses opcode ") + hex + " at byte " +
-                       std::to_string(at - 1) + ", which tinylm does not read");
-      }
-    }
-  }
-  fail(path, "the pickle has no STOP");
-}
-
 // A torch.save zip whose data.pkl LibTorch 1.13 reads (readable_pickle, OrderedDict states
 // dropped), the other records (the tensors' bytes) as they were.
 // Refuses what is not a whole zip before LibTorch's reader sees it: a file that does not
@@ -425,7 +210,8 @@ std::vector<char> readable_torch_save(const std::string& bytes, const fs::path& 
     const auto [data, size] = reader.getRecord(name);
     const auto* begin = static_cast<const char*>(data.get());
     if (name == "data.pkl") {
-      const std::string pickle = readable_pickle(std::string(begin, size), path, true);
+      const std::string pickle =
+          readable_pickle(std::string(begin, size), path, PickleSource::kTorchArchive);
       writer.writeRecord(name, pickle.data(), pickle.size());
     } else {
       writer.writeRecord(name, begin, size);
@@ -512,8 +298,7 @@ NanoGptCheckpoint read_nanogpt_checkpoint(const fs::path& path) {
 
 std::vector<std::string> read_nanogpt_meta(const fs::path& path) {
   std::string bytes = read_file(path);
-  if (bytes.size() >= 2 && bytes[0] == '\x80' && bytes[1] > 2)
-    bytes = readable_pickle(bytes, path, false);
+  bytes = readable_pickle(bytes, path, PickleSource::kPlain);
   IValue loaded;
   try {
     loaded = torch::jit::unpickle(bytes.data(), bytes.size());

@@ -16,8 +16,7 @@ namespace {
 
 // A value on the pickle machine's stack, as far as the rewrite and the cycle checks need it.
 struct Entry {
-  static constexpr size_t kHere = SIZE_MAX;  // the current opcode's place, filled in by push
-  size_t begin = kHere;    // where in the output its opcodes begin (SETITEM's MARK goes there)
+  size_t begin;            // where in the output its opcodes begin (SETITEM's MARK goes there)
   bool mark = false;       // a MARK, not a value
   bool container = false;  // a dict or list, or a tuple holding one: it must not be shared
   bool maker = false;      // a torch.jit._pickle function, whose result is its argument
@@ -98,43 +97,46 @@ class Rewriter {
         keep(end - at_);
         break;
       }
-      case 0x8c: text(1), push(); break;  // SHORT_BINUNICODE
-      case 0x8d: text(8), push(); break;  // BINUNICODE8
-      case 'X': text(4), push(); break;   // BINUNICODE
-      case 'c': global(); break;          // GLOBAL
-      case 'K': keep(1), push(); break;   // BININT1
-      case 'M': keep(2), push(); break;   // BININT2
-      case 'J': keep(4), push(); break;   // BININT
-      case 'G': keep(8), push(); break;   // BINFLOAT
+      case 0x8c: text(1), push_value(); break;  // SHORT_BINUNICODE
+      case 0x8d: text(8), push_value(); break;  // BINUNICODE8
+      case 'X': text(4), push_value(); break;   // BINUNICODE
+      case 'c': global(); break;                // GLOBAL
+      case 'K': keep(1), push_value(); break;   // BININT1
+      case 'M': keep(2), push_value(); break;   // BININT2
+      case 'J': keep(4), push_value(); break;   // BININT
+      case 'G': keep(8), push_value(); break;   // BINFLOAT
       case 0x8a:  // LONG1, SHORT_BINSTRING, SHORT_BINBYTES: a 1-byte length, then the bytes
       case 'U':
-      case 'C': keep(1 + static_cast<size_t>(little(at_, 1))), push(); break;
+      case 'C': keep(1 + static_cast<size_t>(little(at_, 1))), push_value(); break;
       case 'T':  // BINSTRING, BINBYTES: a 4-byte length
-      case 'B': keep(4 + static_cast<size_t>(little(at_, 4))), push(); break;
+      case 'B': keep(4 + static_cast<size_t>(little(at_, 4))), push_value(); break;
       case 'I':  // INT, FLOAT, LONG, STRING, UNICODE: one line
       case 'F':
       case 'L':
       case 'S':
-      case 'V': keep(line_end(1) - at_), push(); break;
+      case 'V': keep(line_end(1) - at_), push_value(); break;
       case 'P':  // PERSID
         archive_only("PERSID");
-        keep(line_end(1) - at_), push();
+        keep(line_end(1) - at_), push_value();
         break;
       case '}':  // EMPTY_DICT, EMPTY_LIST
-      case ']': keep(0), push({.container = true}); break;
+      case ']': keep(0), push_value(true); break;
       case ')':  // EMPTY_TUPLE, NONE, NEWTRUE, NEWFALSE
       case 'N':
       case 0x88:
-      case 0x89: keep(0), push(); break;
-      case '(': keep(0), push({.mark = true}); break;  // MARK
-      case 'u':                                        // SETITEMS, APPENDS, POP_MARK
+      case 0x89: keep(0), push_value(); break;
+      case '(': keep(0), push_mark(); break;  // MARK
+      case 'u':                               // SETITEMS, APPENDS, POP_MARK
       case 'e':
       case '1': keep(0), pop_mark(); break;
       case 'd':  // DICT, LIST: from the MARK on
-      case 'l':
+      case 'l': {
         keep(0);
-        push({.begin = pop_mark().begin, .container = true});
+        Entry made = pop_mark();
+        made.container = true;
+        push(made);
         break;
+      }
       case 't': keep(0), push(pop_mark()); break;  // TUPLE
       case 's':                                    // SETITEM: MARK before the key, SETITEMS
         if (stack_.size() < 3) broken();
@@ -150,13 +152,20 @@ class Rewriter {
         if (stack_.size() < 2) broken();
         const bool maker = stack_[stack_.size() - 2].maker;
         keep(0);
-        push({.begin = pop(2).begin, .container = maker});
+        Entry made = pop(2);
+        made.container = maker;
+        push(made);
         break;
       }
       case 'Q':  // BINPERSID
         archive_only("BINPERSID");
-        keep(0), push({.begin = pop(1).begin});
-        break;
+        {
+          keep(0);
+          Entry made = pop(1);
+          made.container = false;
+          push(made);
+          break;
+        }
       case 0x85: keep(0), push(pop(1)); break;  // TUPLE1, TUPLE2, TUPLE3
       case 0x86: keep(0), push(pop(2)); break;
       case 0x87: keep(0), push(pop(3)); break;
@@ -192,7 +201,7 @@ class Rewriter {
            "tensors, dicts, lists and plain values)");
     }
     keep(end - at_);
-    push({.maker = module == "torch.jit._pickle"});
+    push_value(false, module == "torch.jit._pickle");
   }
 
   // `OrderedDict ()` REDUCE, the class just read, as an empty dict.
@@ -201,7 +210,7 @@ class Rewriter {
       fail("the pickle builds an OrderedDict other than with no arguments");
     at_ += 2;
     out_ += '}';
-    push({.container = true});
+    push_value(true);
   }
 
   // In a torch.save archive the state's opcodes are cut out, and what they memoized.
@@ -241,7 +250,7 @@ class Rewriter {
     if (containers_.count(index) != 0)
       fail("the pickle refers to one dict or list twice (memo index " + std::to_string(index) +
            "), which tinylm does not read");
-    push({.maker = makers_.count(index) != 0});
+    push_value(false, makers_.count(index) != 0);
   }
 
   void archive_only(const char* opcode) const {
@@ -250,15 +259,17 @@ class Rewriter {
            ", which tinylm reads only in a torch.save checkpoint");
   }
 
-  void push(Entry e = {}) {
-    if (e.begin == Entry::kHere) e.begin = begin_;
-    stack_.push_back(e);
+  // A value, or a MARK, that begins with this opcode; a value made of popped ones.
+  void push_value(bool container = false, bool maker = false) {
+    stack_.push_back(Entry{begin_, false, container, maker});
   }
+  void push_mark() { stack_.push_back(Entry{begin_, true}); }
+  void push(const Entry& made) { stack_.push_back(made); }
 
   // The top n values, as one: where the first began, and whether any is a container.
   Entry pop(size_t n) {
     if (stack_.size() < n) broken();
-    Entry joined{.begin = n > 0 ? stack_[stack_.size() - n].begin : begin_};
+    Entry joined{n > 0 ? stack_[stack_.size() - n].begin : begin_};
     for (size_t i = stack_.size() - n; i < stack_.size(); ++i) {
       if (stack_[i].mark) broken();
       joined.container = joined.container || stack_[i].container;
@@ -269,7 +280,7 @@ class Rewriter {
 
   // Everything down to the last MARK, and the MARK, as one value that begins at the MARK.
   Entry pop_mark() {
-    Entry joined;
+    Entry joined{0};
     while (!stack_.empty() && !stack_.back().mark) {
       joined.container = joined.container || stack_.back().container;
       stack_.pop_back();

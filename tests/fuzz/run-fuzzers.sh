@@ -5,7 +5,7 @@
 # tests/fuzz/seeds/TARGET/finding-NAME so that the test suite replays it from then on.
 # Usage: run-fuzzers.sh BUILD [SECONDS] [TARGET...]
 set -uo pipefail
-build=$1
+build=$(cd "$1" && pwd)  # absolute: the fuzzers run inside it
 seconds=${2:-300}
 shift $(($# >= 2 ? 2 : $#))
 here=$(cd "$(dirname "$0")" && pwd)

@@ -28,8 +28,9 @@ json read_json(const fs::path& path) {
   try {
     return json::parse(read_file(path));
   } catch (const json::exception& e) {
-    throw std::runtime_error(path.string() + " is not valid JSON (" + e.what() +
-                             "): the file is truncated or corrupted");
+    // Damage, like a failed checksum: the error may point to best/.
+    throw IntegrityError(path.string() + " is not valid JSON (" + e.what() +
+                         "): the file is truncated or corrupted");
   }
 }
 

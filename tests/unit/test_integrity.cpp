@@ -174,6 +174,16 @@ TEST(Checksum, AnErrorPointsToBestWhenThatCopyIsIntact) {
   EXPECT_EQ(both.find("is intact"), std::string::npos) << both;
 }
 
+TEST(Checksum, ATruncatedStateJsonPointsToBestToo) {
+  ChecksummedRun saved(/*with_best=*/true);
+  const std::string state = read_file(saved.dir / "state.json");
+  test::write_text(saved.dir / "state.json", state.substr(0, state.size() / 2));
+  const std::string error = test::error_of([&] { load_run(saved.dir.path()); });
+  EXPECT_NE(error.find("state.json is not valid JSON"), std::string::npos) << error;
+  EXPECT_NE(error.find((saved.dir / "best").string() + " (step 7) is intact"), std::string::npos)
+      << error;
+}
+
 TEST(Checksum, RunsFromBeforeChecksumsStillLoad) {
   ChecksummedRun saved;
   auto state = nlohmann::json::parse(test::read_text(saved.dir / "state.json"));

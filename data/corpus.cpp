@@ -11,11 +11,11 @@
 namespace tinylm {
 namespace fs = std::filesystem;
 
-std::vector<fs::path> corpus_files(const fs::path& path) {
+std::vector<fs::path> corpus_files(const fs::path& path, const std::string& origin) {
   std::error_code ec;
   if (!fs::exists(path, ec)) {
-    throw std::runtime_error("corpus not found: " + path.string() +
-                             " (set [data] path to a UTF-8 text file or a directory of *.txt)");
+    throw std::runtime_error("corpus not found: " + path.string() + " (" + origin +
+                             " must name a UTF-8 text file or a directory of *.txt)");
   }
   if (!fs::is_directory(path, ec)) return {path};
   std::vector<fs::path> files;
@@ -26,17 +26,18 @@ std::vector<fs::path> corpus_files(const fs::path& path) {
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    throw std::runtime_error("corpus directory " + path.string() + " has no *.txt files");
+    throw std::runtime_error("corpus directory " + path.string() + " (" + origin +
+                             ") has no *.txt files");
   }
   return files;
 }
 
-std::string read_corpus(const fs::path& path) {
+std::string read_corpus(const fs::path& path, const std::string& origin) {
   std::string text;
-  CorpusReader reader(corpus_files(path), size_t{1} << 24);
+  CorpusReader reader(corpus_files(path, origin), size_t{1} << 24);
   CorpusReader::Chunk chunk;
   while (reader.next(chunk)) text += chunk.text;
-  if (text.empty()) throw std::runtime_error("corpus " + path.string() + " is empty");
+  if (text.empty()) throw std::runtime_error("corpus " + path.string() + " (" + origin + ") is empty");
   return text;
 }
 

@@ -15,10 +15,12 @@
 namespace tinylm {
 
 // The files a corpus path stands for, in the order they are read.
-std::vector<std::filesystem::path> corpus_files(const std::filesystem::path& path);
+// `origin` names where the path came from (a config key or a flag) in the errors.
+std::vector<std::filesystem::path> corpus_files(const std::filesystem::path& path,
+                                                const std::string& origin = "data.path");
 
 // Reads and validates the corpus; throws if missing, empty or not UTF-8.
-std::string read_corpus(const std::filesystem::path& path);
+std::string read_corpus(const std::filesystem::path& path, const std::string& origin = "data.path");
 
 // Where a text may be cut: the largest offset that ends a chunk, or npos for none.
 using CutPoint = std::function<size_t(std::string_view text)>;

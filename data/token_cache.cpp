@@ -17,6 +17,7 @@
 #include "data/corpus.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
+#include "data/io/made_directory.h"
 #include "data/token_file.h"
 
 namespace tinylm {
@@ -29,7 +30,6 @@ namespace {
 class DirectoryLock {
  public:
   explicit DirectoryLock(const fs::path& dir) {
-    fs::create_directories(dir);
     const fs::path path = dir / ".lock";
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0)
@@ -101,53 +101,52 @@ uint64_t total_size(const std::vector<fs::path>& files) {
   return bytes;
 }
 
-std::string cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed, uint64_t source_fp,
+std::string cache_problem(const fs::path& dir, const Tokenizer* fixed, uint64_t source_fp,
                           std::unique_ptr<Tokenizer>& cached) {
-  const fs::path train = spec.dir / "train.bin", val = spec.dir / "val.bin";
+  const fs::path train = dir / "train.bin", val = dir / "val.bin";
   if (!fs::exists(train) || !fs::exists(val))
-    return "there is no token cache in " + spec.dir.string() + " yet";
+    return "there is no token cache in " + dir.string() + " yet";
   TokenFileHeader headers[2];
   try {
     headers[0] = read_token_file_header(train);
     headers[1] = read_token_file_header(val);
-    cached = load_tokenizer(spec.dir);
+    cached = load_tokenizer(dir);
   } catch (const std::exception& e) {
     return e.what();
   }
   for (const TokenFileHeader& h : headers) {
     if (h.source_fingerprint != source_fp) {
-      return "the corpus or the data settings changed since " + spec.dir.string() + " was made";
+      return "the corpus or the data settings changed since " + dir.string() + " was made";
     }
     if (h.tokenizer_fingerprint != cached->fingerprint() ||
         h.vocab_size != static_cast<uint64_t>(cached->vocab_size())) {
-      return "the token files in " + spec.dir.string() + " were made with another tokenizer";
+      return "the token files in " + dir.string() + " were made with another tokenizer";
     }
   }
   if (fixed && fixed->fingerprint() != cached->fingerprint()) {
-    return "the cache in " + spec.dir.string() + " was made with another tokenizer than this run's";
+    return "the cache in " + dir.string() + " was made with another tokenizer than this run's";
   }
   return "";
 }
 
-PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
+PreparedCorpus rebuild(const TokenCacheSpec& spec, const fs::path& dir, uint64_t source_fp,
                        std::shared_ptr<const Tokenizer> tokenizer) {
   const auto start = std::chrono::steady_clock::now();
-  fs::create_directories(spec.dir);
-  for (const auto& entry : fs::directory_iterator(spec.dir)) {  // left by a crash
+  for (const auto& entry : fs::directory_iterator(dir)) {  // left by a crash
     if (entry.path().filename().string().find(".tmp-") != std::string::npos)
       fs::remove(entry.path());
   }
-  fs::remove(spec.dir / "train.bin");  // no old file outlives a failed rebuild
-  fs::remove(spec.dir / "val.bin");
-  tokenizer->save(spec.dir);
+  fs::remove(dir / "train.bin");  // no old file outlives a failed rebuild
+  fs::remove(dir / "val.bin");
+  tokenizer->save(dir);
   const std::vector<uint32_t> lengths = byte_lengths(*tokenizer);
   TokenFileHeader header;
   header.token_width = token_width_for(tokenizer->vocab_size());
   header.vocab_size = static_cast<uint64_t>(tokenizer->vocab_size());
   header.tokenizer_fingerprint = tokenizer->fingerprint();
   header.source_fingerprint = source_fp;
-  TokenFileWriter train(spec.dir / "train.bin", header);
-  TokenFileWriter val(spec.dir / "val.bin", header);
+  TokenFileWriter train(dir / "train.bin", header);
+  TokenFileWriter val(dir / "val.bin", header);
 
   const uint64_t total = total_size(spec.train_files) + total_size(spec.val_files);
   uint64_t done = 0;
@@ -178,9 +177,10 @@ PreparedCorpus rebuild(const TokenCacheSpec& spec, uint64_t source_fp,
   val.commit(val_bytes);
   train.commit(train_bytes);
   PreparedCorpus prepared;
+  prepared.dir = dir;
   prepared.tokenizer = std::move(tokenizer);
-  prepared.train = open_token_file(spec.dir / "train.bin").split();
-  prepared.val = open_token_file(spec.dir / "val.bin").split();
+  prepared.train = open_token_file(dir / "train.bin").split();
+  prepared.val = open_token_file(dir / "val.bin").split();
   prepared.rebuilt = true;
   prepared.source_bytes = total;
   prepared.seconds =
@@ -203,29 +203,76 @@ uint64_t source_fingerprint(const TokenCacheSpec& spec) {
   return f.value();
 }
 
+fs::path token_cache_dir(const TokenCacheSpec& spec, const Tokenizer* fixed) {
+  // Named by what defines the tokens but the files' contents: an edited corpus rebuilds its
+  // own directory (no run can use its old tokens), where another corpus or recipe gets one
+  // of its own.
+  Fingerprint key;
+  key.add_field("tinylm token cache directory 1").add_field(to_hex(spec.recipe_fingerprint));
+  for (const fs::path& file : spec.train_files) key.add_field("train " + file.string());
+  for (const fs::path& file : spec.val_files) key.add_field("val " + file.string());
+  if (spec.val_files.empty()) key.add_field("fraction " + std::to_string(spec.train_fraction));
+  const fs::path dir = spec.root / (spec.kind + "-" + to_hex(key.value()).substr(0, 12));
+  if (!fixed || !fs::is_directory(dir)) return dir;
+  std::unique_ptr<Tokenizer> cached;
+  try {
+    cached = load_tokenizer(dir);
+  } catch (const std::exception&) {
+    return dir;  // damaged or half made: this run may rebuild it
+  }
+  if (cached->fingerprint() == fixed->fingerprint()) return dir;
+  return dir.string() + "-" + to_hex(fixed->fingerprint()).substr(0, 12);
+}
+
 std::string token_cache_problem(const TokenCacheSpec& spec, const Tokenizer* fixed) {
   std::unique_ptr<Tokenizer> cached;
-  return cache_problem(spec, fixed, source_fingerprint(spec), cached);
+  return cache_problem(token_cache_dir(spec, fixed), fixed, source_fingerprint(spec), cached);
 }
 
 PreparedCorpus prepare_token_cache(
     const TokenCacheSpec& spec, std::shared_ptr<const Tokenizer> fixed,
     const std::function<std::unique_ptr<Tokenizer>()>& make_tokenizer) {
   const uint64_t source_fp = source_fingerprint(spec);
-  const DirectoryLock lock(spec.dir);
+  const fs::path dir = token_cache_dir(spec, fixed.get());
+  // A cache directory this call makes is removed again if it fails (an empty corpus, a bad
+  // tokenizer setting): a failed command leaves nothing behind.
+  MadeDirectory made(dir, "the token cache (data.cache_dir)");
+  const DirectoryLock lock(dir);
   std::unique_ptr<Tokenizer> cached;
-  const std::string problem = cache_problem(spec, fixed.get(), source_fp, cached);
+  const std::string problem = spec.force ? "a rebuild was asked for (--force)" : cache_problem(dir, fixed.get(), source_fp, cached);
   if (problem.empty()) {
+    made.keep();
     PreparedCorpus prepared;
+    prepared.dir = dir;
     prepared.tokenizer = fixed ? fixed : std::shared_ptr<const Tokenizer>(std::move(cached));
-    prepared.train = open_token_file(spec.dir / "train.bin").split();
-    prepared.val = open_token_file(spec.dir / "val.bin").split();
+    prepared.train = open_token_file(dir / "train.bin").split();
+    prepared.val = open_token_file(dir / "val.bin").split();
     return prepared;
   }
-  spdlog::info("tokenizing the corpus: {}", problem);
+  spdlog::info("tokenizing the corpus into {}: {}", dir.string(), problem);
   std::shared_ptr<const Tokenizer> tokenizer =
       fixed ? fixed : std::shared_ptr<const Tokenizer>(make_tokenizer());
-  return rebuild(spec, source_fp, std::move(tokenizer));
+  PreparedCorpus prepared = rebuild(spec, dir, source_fp, std::move(tokenizer));
+  made.keep();
+  return prepared;
+}
+
+TokenSplit encode_corpus_in_memory(const Tokenizer& tokenizer, const fs::path& path,
+                                   const std::string& origin) {
+  std::vector<int64_t> ids;
+  uint64_t bytes = 0;
+  const std::vector<uint32_t> lengths = byte_lengths(tokenizer);
+  for (const fs::path& file : corpus_files(path, origin)) {
+    std::string text;
+    CorpusReader reader({file}, size_t{1} << 24);
+    CorpusReader::Chunk chunk;
+    while (reader.next(chunk)) text += chunk.text;
+    const std::vector<int64_t> file_ids = tokenizer.encode(text, file.string());
+    bytes += count_bytes(lengths, file_ids.data(), file_ids.size());
+    ids.insert(ids.end(), file_ids.begin(), file_ids.end());
+  }
+  if (ids.empty()) throw std::runtime_error("corpus " + path.string() + " (" + origin + ") is empty");
+  return {TokenSequence::from_ids(std::move(ids)), bytes};
 }
 
 TokenSplit encode_in_memory(const Tokenizer& tokenizer, std::string_view text,

@@ -70,6 +70,45 @@ std::vector<char32_t> decode_utf8(std::string_view bytes, std::string_view sourc
   return out;
 }
 
+namespace {
+
+// Whether `tail` is the start of a multi-byte sequence that more bytes could complete.
+bool incomplete_sequence(std::string_view tail) {
+  const auto lead = static_cast<unsigned char>(tail[0]);
+  const size_t length = lead >= 0xC2 && lead <= 0xDF   ? 2
+                        : lead >= 0xE0 && lead <= 0xEF ? 3
+                        : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                       : 0;
+  if (length == 0 || tail.size() >= length) return false;
+  for (size_t i = 1; i < tail.size(); ++i) {
+    if ((static_cast<unsigned char>(tail[i]) & 0xC0) != 0x80) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string printable_utf8(std::string_view bytes, bool final, size_t& used, size_t& replaced) {
+  std::string out;
+  size_t at = 0;
+  while (at < bytes.size()) {
+    const size_t bad = find_invalid_utf8(bytes.substr(at));
+    if (bad == std::string_view::npos) {
+      out += bytes.substr(at);
+      at = bytes.size();
+      break;
+    }
+    out += bytes.substr(at, bad);
+    at += bad;
+    if (!final && incomplete_sequence(bytes.substr(at))) break;
+    out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+    ++at;
+    ++replaced;
+  }
+  used = at;
+  return out;
+}
+
 void append_utf8(std::string& out, char32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);

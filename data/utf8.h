@@ -18,6 +18,12 @@ size_t find_invalid_utf8(std::string_view bytes);
 
 void append_utf8(std::string& out, char32_t code_point);
 
+// Bytes made fit to print, for text that arrives in pieces (a sample, token by token): each
+// invalid byte becomes U+FFFD. An incomplete sequence at the end is held back for the next
+// piece, unless `final`. Returns the text; `used` is how many bytes of `bytes` it covers and
+// `replaced` counts the bytes replaced.
+std::string printable_utf8(std::string_view bytes, bool final, size_t& used, size_t& replaced);
+
 // A code point as a person reads it in an error: 'a' (U+0061), '\n' (U+000A).
 std::string describe_code_point(char32_t code_point);
 

@@ -41,6 +41,7 @@ bool Accepts::accepts(const ConfigValue& value) const {
   if (const auto* i = std::get_if<int64_t>(&value)) {
     x = static_cast<double>(*i);
   } else if (const auto* d = std::get_if<double>(&value)) {
+    if (!std::isfinite(*d)) return false;  // NaN passes every comparison: refuse it first
     x = *d;
   } else {
     return true;

@@ -7,6 +7,7 @@
 // the data, train and sample keys. Adding a key is one declaration beside its member.
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,7 +41,8 @@ std::optional<E> enum_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-// What a key accepts beyond its type: a range of numbers, a list of names, or a rule.
+// What a key accepts beyond its type: a range of numbers, a list of names, or a rule. A
+// number must be finite whatever its range: NaN and infinity are never a setting.
 struct Accepts {
   std::optional<double> min, max;  // numbers; an open end excludes the bound
   bool min_open = false, max_open = false;
@@ -79,8 +81,14 @@ struct ConfigKey {
   void check(const S& config) const {
     const ConfigValue value = get(config);
     if (!accepts.accepts(value)) {
-      throw std::invalid_argument(name + " " + accepts.requirement() + " (got " +
-                                  config_value_text(value) + ")");
+      const std::string requirement = accepts.requirement();
+      const double* number = std::get_if<double>(&value);
+      const bool finite = !number || std::isfinite(*number);
+      throw std::invalid_argument(
+          name + (finite ? " " + requirement
+                         : " must be a finite number" + (requirement.empty() ? "" : ", and " +
+                                                          requirement.substr(8))) +
+          " (got " + config_value_text(value) + ")");
     }
   }
 };

@@ -71,8 +71,11 @@ torch::Tensor sample_tokens(const torch::Tensor& logits, const SamplingOptions& 
   if (options.top_p < 1.0) {
     const auto [sorted, order] = scores.sort(/*dim=*/-1, /*descending=*/true);  // (B, V)
     const torch::Tensor probs = torch::softmax(sorted, -1);
-    // Drop a token when the mass before it already reaches top_p; the first always stays.
-    const torch::Tensor drop_sorted = (probs.cumsum(-1) - probs) >= options.top_p;
+    // Drop a token when the mass before it already reaches top_p. The likeliest always
+    // stays, however small top_p is: a top_p below float's smallest normal number reads as
+    // 0 in a comparison once denormals are flushed (set_threads does), which dropped it too.
+    torch::Tensor drop_sorted = (probs.cumsum(-1) - probs) >= options.top_p;
+    drop_sorted.select(-1, 0).fill_(false);
     const torch::Tensor drop = torch::zeros_like(drop_sorted).scatter(-1, order, drop_sorted);
     scores = scores.masked_fill(drop, neg_inf);
   }

@@ -1,20 +1,37 @@
 #include "tools/cli.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <charconv>
+#include <cstdlib>
+#include <optional>
 #include <thread>
+#include <type_traits>
 
 #include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
 
 namespace tinylm {
+namespace fs = std::filesystem;
 
 int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-void set_threads(int threads) {
+int set_threads(int threads) {
   if (threads < 0) {
     throw UsageError("--threads must be >= 1, or 0 for all cores (got " + std::to_string(threads) +
                      ")");
   }
   if (threads == 0) threads = cores();
+  const char* oversubscribe = std::getenv("TINYLM_OVERSUBSCRIBE");
+  if (threads > cores() && !(oversubscribe && std::string(oversubscribe) == "1")) {
+    spdlog::warn(
+        "--threads {} is more than the {} cores here: using {} (TINYLM_OVERSUBSCRIBE=1 "
+        "runs {} anyway)",
+        threads, cores(), cores(), threads);
+    threads = cores();
+  }
   torch::set_num_threads(threads);
   // Floats below 1.2e-38 (softmax tails and their gradients reach them) take a slow path on
   // x86. Flush them to zero on this thread and on every thread of the OpenMP pool that
@@ -22,6 +39,57 @@ void set_threads(int threads) {
   at::globalContext().setFlushDenormal(true);
   at::parallel_for(0, threads, 1,
                    [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
+  return threads;
+}
+
+void add_threads_flag(CLI::App* cmd, int& threads, const std::string& help) {
+  cmd->add_option("--threads", threads, help)->check(integer_flag(between(0, 1e6)));
+}
+
+namespace {
+
+// `text` read whole as `T` (int64_t or double); nullopt when any of it is not that.
+template <class T>
+std::optional<T> read_whole(const std::string& text) {
+  T value{};
+  if constexpr (std::is_same_v<T, int64_t>) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  } else {
+    char* end = nullptr;
+    errno = 0;
+    value = std::strtod(text.c_str(), &end);
+    if (text.empty() || errno == ERANGE || end != text.c_str() + text.size()) return std::nullopt;
+  }
+  return value;
+}
+
+template <class T>
+CLI::Validator flag_validator(Accepts accepts, const char* kind) {
+  const std::string description = accepts.summary().empty() ? kind : kind + (" " + accepts.summary());
+  return CLI::Validator(
+      [accepts, kind](std::string& text) -> std::string {
+        const std::optional<T> value = read_whole<T>(text);
+        if (!value || !accepts.accepts(ConfigValue(*value))) {
+          const std::string requirement = accepts.requirement();
+          // "must be >= 1" -> "must be a whole number >= 1"
+          return std::string("must be ") + kind +
+                 (requirement.empty() ? "" : " " + requirement.substr(8)) + " (got \"" + text +
+                 "\")";
+        }
+        return "";
+      },
+      description);
+}
+
+}  // namespace
+
+CLI::Validator integer_flag(Accepts accepts) {
+  return flag_validator<int64_t>(std::move(accepts), "a whole number");
+}
+
+CLI::Validator number_flag(Accepts accepts) {
+  return flag_validator<double>(std::move(accepts), "a finite number");
 }
 
 torch::Device parse_device(const std::string& text) {
@@ -104,13 +172,34 @@ std::function<int()> with_overrides(CLI::App* cmd, std::vector<std::string>& ove
   };
 }
 
+OutputFile::OutputFile(const std::string& path, const std::string& flag) {
+  if (path.empty() || path == "-") return;
+  const auto refuse = [&](const std::string& why) {
+    return std::runtime_error("cannot write " + flag + " \"" + path + "\": " + why);
+  };
+  std::error_code ec;
+  const fs::path file = fs::absolute(path, ec).lexically_normal();
+  if (ec || file.filename().empty()) throw refuse("name a file, not a directory");
+  if (fs::is_directory(file)) throw refuse("it is a directory");
+  const fs::path dir = file.parent_path();
+  if (!fs::exists(dir) && !fs::is_directory(dir.parent_path())) {
+    throw refuse("its directory " + dir.string() + " does not exist, nor does " +
+                 dir.parent_path().string() + " (make it first)");
+  }
+  if (fs::exists(dir) && !fs::is_directory(dir)) throw refuse(dir.string() + " is a file");
+  made_.emplace(dir, flag);
+  const fs::path probe = dir / (".tinylm-write-check-" + std::to_string(::getpid()));
+  if (!std::ofstream(probe)) throw refuse(dir.string() + " is not writable");
+  fs::remove(probe, ec);
+}
+
 void add_run_flags(CLI::App* cmd, RunFlags& flags, bool with_ablate) {
   cmd->add_option("run", flags.run, "Run directory (or its best/)")->required();
   if (with_ablate) {
     cmd->add_option("--ablate", flags.ablate,
                     "Zero these heads' outputs, e.g. 0.3,1.0 (LAYER.HEAD)");
   }
-  cmd->add_option("--threads", flags.threads, "Intra-op threads (default: all cores)");
+  add_threads_flag(cmd, flags.threads);
   cmd->add_option("--device", flags.device, "cpu, cuda or cuda:N");
 }
 

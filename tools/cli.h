@@ -5,6 +5,7 @@
 // line, anything else (exit 1) for bad input or a failed run.
 
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 
+#include "data/io/made_directory.h"
 #include "model/analysis/ablation.h"
 #include "train/checkpoint.h"
 #include "train/run_config.h"
@@ -23,8 +25,21 @@ struct UsageError : std::invalid_argument {
 };
 
 // Sets LibTorch's intra-op threads: all cores for 0 (LibTorch's own default here is 1).
-void set_threads(int threads);
+// More than the cores is capped at the cores with a warning (oversubscribed threads only
+// spin against each other), unless TINYLM_OVERSUBSCRIBE=1 asks for them anyway. Returns the
+// count set.
+int set_threads(int threads);
 int cores();
+// --threads N on `cmd`, checked as a count (0: all cores).
+void add_threads_flag(CLI::App* cmd, int& threads,
+                      const std::string& help = "Intra-op threads (default: all cores)");
+
+// Numeric flags checked by the rules config keys use (model/config_key.h), so that a flag
+// and a key say a range the same way: the text must be a whole number within int64's range
+// (integer_flag) or a finite number (number_flag), inside `accepts`; CLI11 reports it as
+// "--context: must be >= 1 (got 0)". NaN, infinity and overflowing integers never pass.
+CLI::Validator integer_flag(Accepts accepts);
+CLI::Validator number_flag(Accepts accepts);
 
 // --device / train.device: cpu, cuda or cuda:N. Malformed: a UsageError; CUDA asked of a
 // build or machine without it: a runtime error that says which.
@@ -42,6 +57,23 @@ RunConfig load_config_with_overrides(const std::filesystem::path& path,
 // parsed into `overrides` once the command line is, and then `run` runs.
 std::function<int()> with_overrides(CLI::App* cmd, std::vector<std::string>& overrides,
                                     const std::string& example, std::function<int()> run);
+
+// A file a command writes (export --out, inspect --html and --json, eval --logits), checked
+// before any work: named, not a directory, and in a directory that exists or that one mkdir
+// makes (its parent exists), so that a typo never makes a tree; a probe file shows it can be
+// written. That one directory is made now and removed again unless keep() is called once the
+// file is written: a failed command leaves nothing. An empty path (the flag not given) and
+// "-" (stdout) are nothing to check.
+class OutputFile {
+ public:
+  OutputFile(const std::string& path, const std::string& flag);
+  void keep() {
+    if (made_) made_->keep();
+  }
+
+ private:
+  std::optional<MadeDirectory> made_;
+};
 
 // The flags of a command that reads a run: RUN, and --threads, --device, --ablate.
 struct RunFlags {

@@ -45,7 +45,7 @@ void write_logits(GPT& model, const TokenSequence& tokens, int64_t context,
 // The tokens to score and where they came from, with the run's own tokenizer.
 std::pair<TokenSplit, std::string> tokens_to_score(const LoadedRun& run, const EvalArgs& args) {
   if (!args.text.empty()) {
-    return {encode_in_memory(*run.tokenizer, read_corpus(args.text), args.text), args.text};
+    return {encode_corpus_in_memory(*run.tokenizer, args.text, "--text"), args.text};
   }
   RunDataOptions options;
   options.tokenizer = run.tokenizer;
@@ -60,6 +60,7 @@ std::pair<TokenSplit, std::string> tokens_to_score(const LoadedRun& run, const E
 }
 
 int run_eval(const EvalArgs& args) {
+  OutputFile logits(args.logits, "--logits");
   OpenRun open = open_run(args.run);
   const LoadedRun& run = open.run;
   const auto [tokens, source] = tokens_to_score(run, args);
@@ -71,6 +72,7 @@ int run_eval(const EvalArgs& args) {
   const int64_t context = window_context(mc, args.context, args.run.run);
   const Score score = score_tokens(open.run.model, tokens.tokens, 32, context);
   if (!args.logits.empty()) write_logits(open.run.model, tokens.tokens, context, args.logits);
+  logits.keep();
   // Bits per byte of UTF-8 text compare across tokenizers; the scored tokens stand for all
   // but the first token's bytes, so the ratio of the whole text is used.
   const double bpb = bits_per_byte(score.loss, tokens.tokens_per_byte());
@@ -110,7 +112,7 @@ Command add_eval_command(CLI::App& app) {
   cmd->add_option("--context", args->context,
                   "Tokens per window (default block_size); past block_size measures length "
                   "extrapolation, for every pos_encoding but learned")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_flag(at_least(1)));
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_option("--logits", args->logits,
                   "Also write the first window's logits here: safetensors with tokens (T) and "

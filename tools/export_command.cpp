@@ -55,19 +55,10 @@ void refuse_unless_empty(const std::vector<std::string>& problems, const std::st
   throw std::runtime_error(what + list);
 }
 
-// --out's directory, made once the run is known to go (a refusal writes nothing).
-void make_parent(const fs::path& out) {
-  const fs::path parent = fs::absolute(out).parent_path();
-  std::error_code ec;
-  fs::create_directories(parent, ec);
-  if (ec) throw std::runtime_error("cannot make " + parent.string() + ": " + ec.message());
-}
-
 int export_llama2c(const ExportArgs& args, LoadedRun& run) {
   refuse_unless_empty(llama2c_incompatibilities(run.model->config()),
                       args.run + " is not a model llama2.c's run.c can run:");
   const fs::path out(args.out), tokenizer = out.parent_path() / "tokenizer.bin";
-  make_parent(out);
   write_llama2c_model(out, run.model);
   write_llama2c_tokenizer(tokenizer, *run.tokenizer);
   spdlog::info("wrote {} and {} (llama2.c: run {} -z {})", out.string(), tokenizer.string(),
@@ -77,12 +68,17 @@ int export_llama2c(const ExportArgs& args, LoadedRun& run) {
 
 int run_export(const ExportArgs& args) {
   set_threads(args.threads);
+  if (args.out.empty()) throw UsageError("--out is empty: name the file to write");
+  OutputFile output(args.out, "--out");
   LoadedRun run = load_run(args.run);
-  if (args.format == "llama2c") return export_llama2c(args, run);
+  if (args.format == "llama2c") {
+    export_llama2c(args, run);
+    output.keep();
+    return 0;
+  }
   refuse_unless_empty(nanogpt_incompatibilities(run.model->config()),
                       args.run + " is not a GPT-2-block run, which nanoGPT's GPT is:");
   const fs::path run_dir(args.run), out(args.out);
-  make_parent(out);
   const TrainingState state =
       fs::is_regular_file(run_dir / "state.json") ? load_training_state(run_dir) : TrainingState{};
   // nanoGPT's data/DATASET: the run's name (its parent's, for best/).
@@ -112,6 +108,7 @@ int run_export(const ExportArgs& args) {
         "decode the ids with GPT-2's BPE instead",
         args.run, run.tokenizer->kind());
   }
+  output.keep();
   return 0;
 }
 
@@ -129,7 +126,7 @@ Command add_export_command(CLI::App& app) {
   cmd->add_flag("--mask-buffers", args->mask_buffers,
                 "Add each block's causal mask (attn.bias), which nanoGPT under PyTorch < 2 "
                 "registers and so requires");
-  cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  add_threads_flag(cmd, args->threads);
   return [args] { return run_export(*args); };
 }
 

@@ -209,7 +209,7 @@ Command add_import_command(CLI::App& app) {
                   "any text to evaluate and fine-tune on")
       ->required();
   cmd->add_option("--meta", args->meta, "nanoGPT's meta.pkl: the char vocabulary");
-  cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  add_threads_flag(cmd, args->threads);
   return [args] { return run_import(*args); };
 }
 

@@ -57,26 +57,6 @@ torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, in
   return torch::stack(rows);  // (n, T + 1)
 }
 
-// Fails before the work if a file could not be written there.
-void check_writable(const std::string& path, const char* flag) {
-  if (path.empty() || path == "-") return;
-  const fs::path parent = fs::absolute(path).parent_path();
-  if (!fs::is_directory(parent)) {
-    throw std::runtime_error("cannot write " + path + " (" + flag + "): directory " +
-                             parent.string() + " does not exist");
-  }
-  if (fs::is_directory(path)) {
-    throw std::runtime_error("cannot write " + path + " (" + flag + "): it is a directory");
-  }
-  const fs::path probe = parent / (".tinylm-write-check-" + std::to_string(::getpid()));
-  std::ofstream out(probe);
-  if (!out)
-    throw std::runtime_error("cannot write " + path + " (" + flag + "): " + parent.string() +
-                             " is not writable");
-  out.close();
-  fs::remove(probe);
-}
-
 struct InspectArgs {
   std::string run, prompt, text, html, json, clean, corrupt, drift_token, analogy;
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
@@ -130,7 +110,7 @@ Views chosen_views(const InspectArgs& args) {
 // The tokens head scores, ablation and the default prompt read: --text, or the val split.
 std::pair<torch::Tensor, std::string> text_tokens(const LoadedRun& run, const InspectArgs& args) {
   if (!args.text.empty()) {
-    return {encode_in_memory(*run.tokenizer, read_corpus(args.text), args.text).tokens.to_tensor(),
+    return {encode_corpus_in_memory(*run.tokenizer, args.text, "--text").tokens.to_tensor(),
             args.text};
   }
   try {
@@ -237,8 +217,7 @@ void write_outputs(const Inspection& out, const LoadedRun& run, const InspectArg
 int run_inspect(const InspectArgs& args) {
   set_threads(args.threads);
   const Views views = chosen_views(args);
-  check_writable(args.html, "--html");
-  check_writable(args.json, "--json");
+  OutputFile html(args.html, "--html"), json(args.json, "--json");
   const auto start = std::chrono::steady_clock::now();
   // The analyses read activations and weights on the CPU, and the models tinylm inspects
   // are small: a CUDA device is checked, then the work stays here.
@@ -253,6 +232,8 @@ int run_inspect(const InspectArgs& args) {
   const Inspection out = inspect(run, args, views);
   for (const std::string& note : out.notes) spdlog::info("{}", note);
   write_outputs(out, run, args);
+  html.keep();
+  json.keep();
   spdlog::info("inspected {} in {:.1f} s", args.run,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   return 0;
@@ -287,7 +268,7 @@ Command add_inspect_command(CLI::App& app) {
                 "Mean loss at each position of long windows (--context; default 4x block_size "
                 "where the positions extrapolate): where the model stops coping");
   cmd->add_option("--context", args->context, "Window length of --positions")
-      ->check(CLI::PositiveNumber);
+      ->check(integer_flag(at_least(1)));
   cmd->add_option("--context-drift", args->drift_token,
                   "How alike one token's vectors are at each layer across its contexts "
                   "(with --all: the most frequent token)")
@@ -302,19 +283,19 @@ Command add_inspect_command(CLI::App& app) {
                   "The corrupted text of --patch: as many tokens as --clean");
   cmd->add_option("--position", args->position,
                   "The token after which --patch reads the answer (default: the last)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_flag(at_least(0)));
   cmd->add_flag("--all", args->all, "Every view (implied by --html)");
   cmd->add_option("--text", args->text,
                   "Score heads and ablations on this UTF-8 file instead of the val split");
   cmd->add_option("--windows", args->windows, "Random windows for head scores and ablation")
-      ->check(CLI::Range(1, 100000));
+      ->check(integer_flag(between(1, 100000)));
   cmd->add_option("--probes", args->probes, "Sequences in the induction probe")
-      ->check(CLI::Range(1, 10000));
+      ->check(integer_flag(between(1, 10000)));
   cmd->add_option("--seed", args->seed, "Seed for the windows and the probe")
-      ->check(CLI::NonNegativeNumber);
+      ->check(integer_flag(at_least(0)));
   cmd->add_option("--html", args->html, "Write the self-contained HTML report here");
   cmd->add_option("--json", args->json, "Write the JSON document here (- for stdout)");
-  cmd->add_option("--threads", args->threads, "Intra-op threads (default: all cores)");
+  add_threads_flag(cmd, args->threads);
   cmd->add_option("--device", args->device, "Accepted for symmetry; the analyses run on the CPU");
   return [args] { return run_inspect(*args); };
 }

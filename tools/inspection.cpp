@@ -77,7 +77,13 @@ DriftView inspect_context_drift(LoadedRun& run, const torch::Tensor& tokens,
                                                     int64_t{1} << 16, source, "--context-drift");
   const int64_t id = token.empty() ? torch::bincount(windows.flatten()).argmax().item<int64_t>()
                                    : single_token(run, token, "--context-drift");
-  return {source, context_drift(run.model, windows, id)};
+  try {
+    return {source, context_drift(run.model, windows, id)};
+  } catch (const std::invalid_argument& e) {
+    // The analysis knows ids; the person typed text: name both.
+    throw std::runtime_error("--context-drift \"" + visible_token(run.tokenizer->token_label(id)) +
+                             "\" in " + source + ": " + e.what());
+  }
 }
 
 AnalogyView inspect_analogy(LoadedRun& run, const std::string& spec) {
@@ -93,21 +99,37 @@ AnalogyView inspect_analogy(LoadedRun& run, const std::string& spec) {
   v.a = single_token(run, spec.substr(0, first), "--analogy");
   v.b = single_token(run, spec.substr(first + 1, pair - first - 1), "--analogy");
   v.c = single_token(run, spec.substr(pair + 2), "--analogy");
-  v.nearest = embedding_analogy(run.model, v.a, v.b, v.c);
+  try {
+    v.nearest = embedding_analogy(run.model, v.a, v.b, v.c);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error("--analogy " + spec + ": " + e.what());
+  }
   return v;
 }
 
 std::string visible_token(const std::string& piece) {
-  if (piece == " ") return "\u2423";
-  if (piece == "\n") return "\u21b5";
-  if (piece == "\t") return "\u2192";
-  if (piece == "\r") return "\u240d";
-  if (piece.size() == 1 && static_cast<unsigned char>(piece[0]) < 0x20) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "\\x%02x", static_cast<unsigned char>(piece[0]));
-    return hex;
+  // Every character, not only a piece that is one: a SentencePiece or GPT-2 piece with a
+  // leading space (" the") would otherwise look like "the" in a table, and " " like nothing.
+  std::string out;
+  for (const char ch : piece) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (ch == ' ') {
+      out += "\u2423";
+    } else if (ch == '\n') {
+      out += "\u21b5";
+    } else if (ch == '\t') {
+      out += "\u2192";
+    } else if (ch == '\r') {
+      out += "\u240d";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", byte);
+      out += hex;
+    } else {
+      out += ch;
+    }
   }
-  return piece;
+  return out;
 }
 
 AttentionView inspect_attention(Inspection& out, LoadedRun& run, const std::string& prompt) {

@@ -130,7 +130,8 @@ struct Inspection {
   std::vector<std::string> notes;  // said on stderr, and shown in the report
 };
 
-// A token as a label: whitespace and control characters made visible (" " -> "␣", "\n" -> "↵").
+// A token as a label: every whitespace and control character made visible (" the" -> "␣the",
+// "\n" -> "↵", "\x01"), so that no piece looks blank or like another in a table.
 std::string visible_token(const std::string& piece);
 
 // `prompt` must already be encodable; longer than block_size keeps the last block_size tokens.

@@ -30,14 +30,11 @@ int run_prepare(const PrepareArgs& args) {
     throw UsageError("data.source = \"" + std::string(name_of(config.data.source)) +
                      "\" is generated in memory when training; there is nothing to prepare");
   }
-  if (args.force) {
-    for (const char* name : {"train.bin", "val.bin"})
-      fs::remove(fs::path(config.data.cache_dir) / name);
-  }
   RunDataOptions options;
-  options.threads = args.threads;
+  options.threads = set_threads(args.threads);
+  options.force = args.force;
   const RunData data = load_run_data(config, options);
-  std::printf("cache       %s\n", config.data.cache_dir.c_str());
+  std::printf("cache       %s\n", data.cache_dir.c_str());
   std::printf("tokenizer   %s\n", data.tokenizer->describe().c_str());
   for (const auto& [name, split] : {std::pair{"train", &data.train}, {"val", &data.val}}) {
     std::printf("%-5s       %lld tokens, %llu bytes of text (%.3f bytes/token)\n", name,
@@ -54,8 +51,7 @@ Command add_prepare_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("prepare", "Tokenize a config's corpus into its token cache");
   cmd->add_option("config", args->config_path, "The run's config (configs/*.toml)")->required();
   cmd->add_flag("--force", args->force, "Rebuild the cache even when it is current");
-  cmd->add_option("--threads", args->threads, "Encoding threads (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+  add_threads_flag(cmd, args->threads, "Encoding threads (default: all cores)");
   return with_overrides(cmd, args->overrides, "--data.vocab_size=2048",
                         [args] { return run_prepare(*args); });
 }

@@ -14,6 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "data/utf8.h"
 #include "model/generate.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -28,6 +29,7 @@ struct SampleArgs {
   std::optional<double> temperature, top_p;
   bool no_cache = false;
   bool bos = false;
+  bool bytes = false;  // write the tokens' bytes as they are, valid UTF-8 or not
 };
 
 // The run's [sample] section with the flags given on top, checked by the config's rules
@@ -63,11 +65,13 @@ SampleConfig sample_config(const RunConfig& config, const SampleArgs& args) {
 }
 
 // Each sample's text as it grows: sample 0 is streamed to stdout, the others are printed
-// when the batch is done. A sample with a stop text ends after its first occurrence.
+// when the batch is done. A sample with a stop text ends after its first occurrence. A byte
+// or byte-fallback model can emit bytes that are not UTF-8: they are written as U+FFFD
+// (a character split across tokens waits for its last byte), unless `raw_bytes`.
 class SampleTexts {
  public:
-  explicit SampleTexts(const SampleConfig& s)
-      : texts_(static_cast<size_t>(s.num_samples), s.prompt), stop_(s.stop) {}
+  SampleTexts(const SampleConfig& s, bool raw_bytes)
+      : texts_(static_cast<size_t>(s.num_samples), s.prompt), stop_(s.stop), raw_(raw_bytes) {}
 
   // Adds a token's bytes to a sample; returns whether that sample wants more.
   bool add(int64_t sample, const std::string& bytes) {
@@ -84,9 +88,8 @@ class SampleTexts {
       }
     }
     if (sample == 0) {
-      std::fwrite(text.data() + streamed_, 1, text.size() - streamed_, stdout);
+      streamed_ += write(std::string_view(text).substr(streamed_), false);
       std::fflush(stdout);
-      streamed_ = text.size();
     }
     return more;
   }
@@ -94,17 +97,36 @@ class SampleTexts {
   // The rest of sample 0, then every other sample, separated by a rule.
   void print_rest() {
     for (size_t i = 0; i < texts_.size(); ++i) {
-      const size_t from = i == 0 ? streamed_ : 0;
-      std::fwrite(texts_[i].data() + from, 1, texts_[i].size() - from, stdout);
+      write(std::string_view(texts_[i]).substr(i == 0 ? streamed_ : 0), true);
       std::fputs(i + 1 < texts_.size() ? "\n---------------\n" : "\n", stdout);
     }
     std::fflush(stdout);
+    if (replaced_ > 0) {
+      spdlog::warn("{} byte{} of the samples {} not UTF-8 and {} shown as U+FFFD; --bytes writes "
+                   "them as they are",
+                   replaced_, replaced_ == 1 ? "" : "s", replaced_ == 1 ? "was" : "were",
+                   replaced_ == 1 ? "is" : "are");
+    }
   }
 
  private:
+  // Writes what of `bytes` can be written now; returns how many bytes that covered.
+  size_t write(std::string_view bytes, bool final) {
+    if (raw_) {
+      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
+      return bytes.size();
+    }
+    size_t used = 0;
+    const std::string text = printable_utf8(bytes, final, used, replaced_);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return used;
+  }
+
   std::vector<std::string> texts_;
   std::string stop_;
+  bool raw_;
   size_t streamed_ = 0;
+  size_t replaced_ = 0;
 };
 
 int run_sample(const SampleArgs& args) {
@@ -131,7 +153,7 @@ int run_sample(const SampleArgs& args) {
   options.use_cache = !args.no_cache;
   auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.seed));
 
-  SampleTexts texts(s);
+  SampleTexts texts(s, args.bytes);
   int64_t generated = 0;
   const auto start = std::chrono::steady_clock::now();
   generate(run.model, context, options, rng, [&](int64_t sample, int64_t id) {
@@ -154,17 +176,26 @@ Command add_sample_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("sample", "Generate text from a trained run");
   add_run_flags(cmd, args->run);
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: the run's sample.prompt)");
-  cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens to generate per sample");
-  cmd->add_option("--temperature", args->temperature, "Softmax temperature; 0 = greedy");
-  cmd->add_option("--top-k", args->top_k, "Keep the k most likely tokens; 0 = off");
-  cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass; 1 = off");
-  cmd->add_option("--seed", args->seed, "Random seed");
-  cmd->add_option("--num-samples", args->num_samples, "Number of samples, drawn in one batch");
+  // Checked as numbers here; the ranges are the [sample] keys', checked in sample_config.
+  cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens to generate per sample")
+      ->check(integer_flag(anything()));
+  cmd->add_option("--temperature", args->temperature, "Softmax temperature; 0 = greedy")
+      ->check(number_flag(anything()));
+  cmd->add_option("--top-k", args->top_k, "Keep the k most likely tokens; 0 = off")
+      ->check(integer_flag(anything()));
+  cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass; 1 = off")
+      ->check(number_flag(anything()));
+  cmd->add_option("--seed", args->seed, "Random seed")->check(integer_flag(anything()));
+  cmd->add_option("--num-samples", args->num_samples, "Number of samples, drawn in one batch")
+      ->check(integer_flag(anything()));
   cmd->add_option("--stop", args->stop,
                   "End a sample after the first occurrence of this text (kept in the output)");
   cmd->add_flag("--bos", args->bos,
                 "Start the context with the tokenizer's beginning-of-sequence token "
                 "(SentencePiece's <s>, GPT-2's <|endoftext|>), as llama2.c's run.c does");
+  cmd->add_flag("--bytes", args->bytes,
+                "Write the tokens' bytes as they are; by default bytes that are not UTF-8 (a "
+                "byte model's) are written as U+FFFD");
   cmd->add_flag("--no-cache", args->no_cache,
                 "Run the whole window for every token instead of using the KV cache");
   return [args] { return run_sample(*args); };

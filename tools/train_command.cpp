@@ -7,18 +7,21 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include "data/io/fingerprint.h"
+#include "data/io/made_directory.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/rank_launcher.h"
 #include "train/rank_group.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
+#include "train/training_lock.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -60,23 +63,58 @@ std::vector<std::string> rank_command_line(int threads) {
 }
 
 struct TrainArgs {
-  std::string config_path, out, device;
+  std::string config_path, device;
+  std::optional<std::string> out;  // unset: runs/<config name>
   bool resume = false;
   int threads = 0;
   int nproc = 0;
-  int64_t seed = -1;
+  std::optional<int64_t> seed;
   std::vector<std::string> overrides;  // --section.key=value
 };
 
-// A resumed run keeps its model: an override that would change it is refused at once,
-// before any weight is read, naming the key.
-void check_model_unchanged(const RunConfig& saved, const RunConfig& resumed) {
+// A resumed run keeps its model and the meaning of its token ids: an override that would
+// change either is refused at once, before anything is read or written, naming the key.
+void check_resumable(const RunConfig& saved, const RunConfig& resumed) {
   for (const ConfigKey<RunConfig>& k : run_keys()) {
-    if (k.name.rfind("model.", 0) != 0 || k.get(saved) == k.get(resumed)) continue;
+    if (!fixed_by_the_run(k.name) || k.get(saved) == k.get(resumed)) continue;
+    const bool model = k.name.rfind("model.", 0) == 0;
     throw UsageError("--" + k.name + "=" + config_value_text(k.get(resumed)) +
-                     " would change the model of the run being resumed (its " + k.name + " is " +
+                     " would change the " + (model ? "model" : "tokenizer") +
+                     " of the run being resumed (its " + k.name + " is " +
                      config_value_text(k.get(saved)) + "); start a new run with --out instead");
   }
+}
+
+// --resume continues a run with its own config.toml. The CONFIG named on the command line
+// is not read for settings; where it differs from the run's, say so once, with the keys.
+void warn_if_config_file_differs(const fs::path& file, const fs::path& out,
+                                 const RunConfig& saved) {
+  std::error_code ec;
+  if (fs::equivalent(file, out / "config.toml", ec)) return;
+  RunConfig given;
+  try {
+    given = load_run_config(file);
+  } catch (const std::exception& e) {
+    spdlog::warn("--resume continues {} with its own config.toml; {} is not used ({})",
+                 out.string(), file.string(), e.what());
+    return;
+  }
+  std::string differences;
+  int count = 0;
+  for (const ConfigKey<RunConfig>& k : run_keys()) {
+    if (k.name == "data.cache_dir" || k.get(given) == k.get(saved)) continue;
+    if (++count <= 3) {
+      differences += std::string(differences.empty() ? "" : "; ") + k.name + " is " +
+                     config_value_text(k.get(given)) + " there, " +
+                     config_value_text(k.get(saved)) + " in the run";
+    }
+  }
+  if (count == 0) return;
+  spdlog::warn(
+      "--resume continues {} with its own config.toml; {} is not used, and differs in {} "
+      "key{} ({}{}). Change a key that may change with --section.key=value",
+      out.string(), file.string(), count, count == 1 ? "" : "s", differences,
+      count > 3 ? "; ..." : "");
 }
 
 // A new run takes the given config; a resumed one its own config.toml, so that the model
@@ -85,10 +123,52 @@ RunConfig train_config(const TrainArgs& args, const fs::path& out) {
   const bool own = args.resume && fs::exists(out / "config.toml");
   RunConfig config = load_config_with_overrides(
       own ? out / "config.toml" : fs::path(args.config_path), args.overrides, !args.resume);
-  if (own) check_model_unchanged(load_run_config(out / "config.toml"), config);
-  if (args.seed >= 0) config.train.seed = args.seed;
-  if (!args.device.empty()) config.train.device = args.device;
-  return config;
+  if (own) {
+    const RunConfig saved = load_run_config(out / "config.toml");
+    check_resumable(saved, config);
+    warn_if_config_file_differs(args.config_path, out, saved);
+  }
+  // The flags go through the keys' own checks (train.seed >= 0, a device's form).
+  RunConfig flagged = config;
+  if (args.seed) flagged.train.seed = *args.seed;
+  if (!args.device.empty()) flagged.train.device = args.device;
+  try {
+    flagged.validate();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return flagged;
+}
+
+// Whether --out may be trained into, decided before anything is written there: a new run
+// needs a new or empty directory (or one only a failed start left locks in); --resume one
+// that holds a run, or a checkpoint a kill left committed but not moved into place.
+void check_out_dir(const fs::path& out, bool resume, bool writer) {
+  check_can_be_directory(out, "--out");
+  if (resume) {
+    if (fs::is_regular_file(out / "state.json") || fs::is_directory(out / ".checkpoint-commit"))
+      return;
+    throw std::runtime_error(
+        "cannot resume: " + out.string() +
+        (fs::exists(out) ? " is not a tinylm run directory (no state.json)" : " does not exist") +
+        (writer ? ""
+                : "; every rank reads the checkpoint, so the run directory must be at the same "
+                  "path on every machine"));
+  }
+  if (!writer || !fs::is_directory(out)) return;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    const std::string name = entry.path().filename().string();
+    if (name == TrainingLock::kFileName || name == ".checkpoint.lock" ||
+        name == ".checkpoint-next") {
+      continue;
+    }
+    throw std::runtime_error("run directory " + out.string() +
+                             (fs::exists(out / "state.json")
+                                  ? " already holds a run; pass --resume to continue it or --out "
+                                    "to choose another"
+                                  : " already exists and is not a tinylm run (it holds " + name +
+                                        "); choose another with --out"));
+  }
 }
 
 // This process as one rank of torchrun's job: its group, on its device (with torchrun and
@@ -125,7 +205,9 @@ int run_train(const TrainArgs& args) {
         "already has RANK and WORLD_SIZE set (torchrun's)");
   }
   const fs::path out =
-      args.out.empty() ? fs::path("runs") / fs::path(args.config_path).stem() : fs::path(args.out);
+      args.out ? fs::path(*args.out) : fs::path("runs") / fs::path(args.config_path).stem();
+  const bool writer = !world || world->rank == 0;
+  check_out_dir(out, args.resume, writer);
   const RunConfig config = train_config(args, out);
   torch::Device device = parse_device(config.train.device);
   if (args.nproc > 0) {
@@ -154,7 +236,17 @@ int run_train(const TrainArgs& args) {
   spdlog::info("training {} -> {} on {}, {} thread{} (Ctrl-C saves and stops)", args.config_path,
                out.string(), group ? device.str() : config.train.device, torch::get_num_threads(),
                torch::get_num_threads() == 1 ? "" : "s");
-  const TrainResult result = train(config, options);
+  // A new run directory is removed again if training fails before it holds a checkpoint.
+  std::optional<MadeDirectory> made;
+  if (writer && !args.resume) made.emplace(out, "--out");
+  TrainResult result;
+  try {
+    result = train(config, options);
+  } catch (...) {
+    if (made && fs::exists(out / "state.json")) made->keep();
+    throw;
+  }
+  if (made) made->keep();
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   // An interrupted run exits 130 whichever signal stopped it, on every rank alike.
@@ -169,14 +261,14 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("config", args->config_path, "The run's config (configs/*.toml)")->required();
   cmd->add_option("--out", args->out, "Run directory (default: runs/<config name>)");
   cmd->add_flag("--resume", args->resume, "Continue the run in --out from its last checkpoint");
-  cmd->add_option("--threads", args->threads,
-                  "Intra-op threads per process (default: all cores, divided among the ranks "
-                  "on this machine)");
-  cmd->add_option("--seed", args->seed, "Overrides train.seed");
+  add_threads_flag(cmd, args->threads,
+                   "Intra-op threads per process (default: all cores, divided among the ranks "
+                   "on this machine)");
+  cmd->add_option("--seed", args->seed, "Overrides train.seed")->check(integer_flag(at_least(0)));
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N (overrides train.device)");
   cmd->add_option("--nproc", args->nproc,
                   "Train with N data-parallel processes on this machine (the same model as one)")
-      ->check(CLI::Range(1, 1024));
+      ->check(integer_flag(between(1, 1024)));
   Command command = with_overrides(cmd, args->overrides, "--train.max_iters=500",
                                    [args] { return run_train(*args); });
   cmd->footer(cmd->get_footer() +

@@ -420,6 +420,18 @@ LoadedRun load_checked_run(const fs::path& dir) {
   }
   GPT model(model_config);
   load_weights(dir / "model.safetensors", model);
+  // Weights that are not finite (a diverged run from elsewhere: tinylm's training stops
+  // before it writes any) make every analysis fail deep inside LibTorch: say so here, once.
+  for (const auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    const torch::Tensor& tensor = item.value();
+    const int64_t bad = (~torch::isfinite(tensor)).sum().item<int64_t>();
+    if (bad == 0) continue;
+    throw std::runtime_error(dir.string() + ": its weights are not finite (" + name + " has " +
+                             std::to_string(bad) + " NaN or infinite value" +
+                             (bad == 1 ? "" : "s") + " of " + std::to_string(tensor.numel()) +
+                             "); the run diverged. Use an earlier checkpoint, such as its best/");
+  }
   model->eval();
   return LoadedRun{std::move(config), std::move(tokenizer), std::move(model)};
 }

@@ -223,6 +223,17 @@ std::vector<std::string> config_keys() {
   return keys;
 }
 
+bool fixed_by_the_run(const std::string& name) {
+  static const char* const kTokenizerKeys[] = {
+      "data.tokenizer",  "data.tokenizer_model", "data.vocab_size",          "data.model_type",
+      "data.character_coverage", "data.byte_fallback", "data.user_defined_symbols"};
+  if (name.rfind("model.", 0) == 0) return true;
+  for (const char* key : kTokenizerKeys) {
+    if (name == key) return true;
+  }
+  return false;
+}
+
 std::string closest_key(const std::string& key, const std::vector<std::string>& candidates) {
   // Levenshtein distance; a match must be within a third of the key's length.
   const auto distance = [](const std::string& a, const std::string& b) {
@@ -370,8 +381,9 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& override
     toml::table parsed;
     try {
       parsed = toml::parse("v = " + text);
-    } catch (const toml::parse_error&) {
-      throw std::invalid_argument(name + where + ": cannot read value \"" + text + "\"");
+    } catch (const toml::parse_error& e) {
+      throw std::invalid_argument(name + where + ": cannot read value \"" + text + "\" (" +
+                                  std::string(e.description()) + ")");
     }
     set_key(*k, config, *parsed.get("v"), where);
   }

@@ -114,6 +114,10 @@ const std::vector<ConfigKey<RunConfig>>& run_keys();
 // All valid keys, "section.key".
 std::vector<std::string> config_keys();
 
+// Whether a resumed run must keep key `name` as it was trained: every model key, and every
+// data key that decides what its token ids mean (the tokenizer and its settings).
+bool fixed_by_the_run(const std::string& name);
+
 // The Markdown table of every key (name, default, accepted values, meaning) that
 // docs/CONFIG.md holds; `tinylm keys` prints it.
 std::string config_key_table();

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<fs::path> val_files(const DataConfig& d) {
-  return d.val_path.empty() ? std::vector<fs::path>{} : corpus_files(d.val_path);
+  return d.val_path.empty() ? std::vector<fs::path>{} : corpus_files(d.val_path, "data.val_path");
 }
 
 // Everything in [data] that shapes the tokens, apart from the corpus text.
@@ -163,7 +163,9 @@ RunData load_run_data(const RunConfig& config, const RunDataOptions& options) {
         "data.cache_dir is not set: tinylm needs a directory for token files");
   }
   TokenCacheSpec spec;
-  spec.dir = config.data.cache_dir;
+  spec.root = config.data.cache_dir;
+  spec.kind = name_of(config.data.tokenizer);
+  spec.force = options.force;
   spec.train_files = corpus_files(config.data.path);
   spec.val_files = val_files(config.data);
   spec.train_fraction = config.data.train_fraction;
@@ -184,10 +186,11 @@ RunData load_run_data(const RunConfig& config, const RunDataOptions& options) {
   if (prepared.rebuilt) {
     const double mb = static_cast<double>(prepared.source_bytes) / 1e6;
     spdlog::info("prepared {}: {} train / {} val tokens from {:.1f} MB in {:.1f} s ({:.1f} MB/s)",
-                 spec.dir.string(), prepared.train.tokens.size(), prepared.val.tokens.size(), mb,
+                 prepared.dir.string(), prepared.train.tokens.size(), prepared.val.tokens.size(), mb,
                  prepared.seconds, mb / std::max(prepared.seconds, 1e-9));
   }
-  return {std::move(prepared.tokenizer), std::move(prepared.train), std::move(prepared.val)};
+  return {prepared.dir.string(), std::move(prepared.tokenizer), std::move(prepared.train),
+          std::move(prepared.val)};
 }
 
 }  // namespace tinylm

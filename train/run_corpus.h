@@ -16,6 +16,7 @@
 namespace tinylm {
 
 struct RunData {
+  std::string cache_dir;  // the token cache directory used (empty for a generated corpus)
   std::shared_ptr<const Tokenizer> tokenizer;
   TokenSplit train;
   TokenSplit val;
@@ -26,6 +27,7 @@ struct RunDataOptions {
   std::shared_ptr<const Tokenizer> tokenizer;
   bool progress = true;  // a progress line while tokenizing, when stderr is a terminal
   int threads = 0;       // encoding threads; 0: all cores
+  bool force = false;    // rebuild the token cache even when it is current
 };
 
 // Reuses the token cache when it is current, else rebuilds it (saying why).

@@ -205,6 +205,7 @@ class Trainer {
   void evaluate_and_checkpoint(int64_t step);
   StepResult train_one_step(int64_t step);
   void log_step(int64_t step, const StepResult& result, double seconds);
+  void stop_if_diverged(const std::string& what, double value, int64_t step) const;
   void checkpoint(const fs::path& dir);
   void snapshot(int64_t step);
   TrainResult finish();
@@ -235,8 +236,10 @@ class Trainer {
   ProgressLine progress_{options_.progress && writer_};
   Clock::time_point started_;
   int64_t first_step_ = 0;
+  int64_t saved_step_ = -1;  // the step of the last checkpoint in out_ (-1: none yet)
   double val_loss_ = std::nan("");  // the last estimate of this call
   double step_seconds_avg_ = 0.0;   // moving average, for the ETA
+  double step_seconds_sum_ = 0.0;   // the optimizer steps alone, as the step lines time them
 };
 
 Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
@@ -373,6 +376,7 @@ void Trainer::restore() {
         "bit for bit",
         state_.world_size, state_.world_size == 1 ? "" : "s", world_);
   }
+  saved_step_ = state_.step;
   spdlog::info("resuming {} at step {} of {}", out_.string(), state_.step, t_.max_iters);
 }
 
@@ -387,12 +391,15 @@ void Trainer::checkpoint(const fs::path& dir) {
   state_.eval_rng = generator_state(rng_.eval);
   if (epochs_) state_.epoch = epochs_->position();
   save_checkpoint(dir, config_, *data_.tokenizer, model_, *optimizer_, state_);
+  if (dir == out_) saved_step_ = state_.step;
 }
 
 void Trainer::evaluate_and_checkpoint(int64_t step) {
   const auto t_eval = Clock::now();
   const double train_loss = estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, group_);
   val_loss_ = estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, group_);
+  stop_if_diverged("train loss", train_loss, step);
+  stop_if_diverged("val loss", val_loss_, step);
   progress_.clear();
   const double train_bpb = bits_per_byte(train_loss, data_.train_split.tokens_per_byte());
   const double val_bpb = bits_per_byte(val_loss_, data_.val_split.tokens_per_byte());
@@ -443,10 +450,28 @@ StepResult Trainer::train_one_step(int64_t step) {
                     group_, stop_wanted);
 }
 
+// A loss or gradient norm that is not finite means this step's update has already spoilt
+// the weights: stop before they reach a checkpoint, so the last one written stays the run's.
+// The check is one comparison per step; the values are already on the CPU for the log.
+void Trainer::stop_if_diverged(const std::string& what, double value, int64_t step) const {
+  if (std::isfinite(value)) return;
+  throw std::runtime_error(fmt::format(
+      "{} became {} at step {} ({}); the run diverged. Lower train.learning_rate or raise "
+      "train.warmup_iters{}",
+      what, std::isnan(value) ? "NaN" : "infinite", step,
+      saved_step_ >= 0 ? fmt::format("last finite checkpoint: step {}", saved_step_)
+                       : std::string("no checkpoint was written"),
+      saved_step_ >= 0 ? fmt::format(", or continue from step {} with --resume and "
+                                     "--train.learning_rate=...; {} still holds it",
+                                     saved_step_, out_.string())
+                       : ""));
+}
+
 void Trainer::log_step(int64_t step, const StepResult& result, double seconds) {
   const double tokens = static_cast<double>(t_.batch_size * config_.model.block_size *
                                             t_.gradient_accumulation_steps);
   step_seconds_avg_ = step == first_step_ ? seconds : 0.9 * step_seconds_avg_ + 0.1 * seconds;
+  step_seconds_sum_ += seconds;
   if (step % t_.log_interval == 0) {
     const double lr = learning_rate_at(step, t_);
     progress_.clear();
@@ -478,6 +503,8 @@ TrainResult Trainer::run() {
     if (step >= t_.max_iters) return finish();
     const auto t_step = Clock::now();
     const StepResult result = train_one_step(step);
+    stop_if_diverged("loss", result.loss, step);
+    stop_if_diverged("the gradient norm", result.grad_norm, step);
     state_.step = step + 1;
     log_step(step, result, seconds_since(t_step));
     if (options_.on_step) options_.on_step(state_.step);
@@ -505,9 +532,13 @@ TrainResult Trainer::finish() {
     spdlog::info("nothing to train: {} is at step {} of {} (raise --train.max_iters to go on)",
                  out_.string(), state_.step, t_.max_iters);
   } else {
+    // Two rates, named: the steps alone (what the step lines print), and the whole run's
+    // wall time per step, evals, checkpoints and snapshots included.
     spdlog::info(
-        "done: {} steps in {:.1f} s ({:.1f} ms/iter), val loss {:.4f}, best {:.4f}; run in {}",
-        steps, elapsed, elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss,
+        "done: {} steps in {:.1f} s: {:.1f} ms/step training, {:.1f} ms/step wall (evals, "
+        "checkpoints, snapshots included); val loss {:.4f}, best {:.4f}; run in {}",
+        steps, elapsed, step_seconds_sum_ * 1e3 / static_cast<double>(steps),
+        elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss,
         out_.string());
   }
   if (snapshots_taken_ > 0) {

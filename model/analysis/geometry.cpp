@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
+#include <stdexcept>
+#include <string>
 
 #include "model/rope.h"
 
@@ -91,7 +94,14 @@ Analogy embedding_analogy(GPT& model, int64_t a, int64_t b, int64_t c, int64_t k
   const torch::Tensor target = e[b] - e[a] + e[c];
   torch::Tensor s = unit.matmul(target / target.norm().clamp_min(1e-300));  // (V,)
   for (const int64_t left_out : {a, b, c}) s[left_out] = -2.0;
-  const auto [values, indices] = s.topk(std::min<int64_t>(k, e.size(0) - 3));
+  const auto left_out = static_cast<int64_t>(std::set<int64_t>{a, b, c}.size());
+  const int64_t candidates = e.size(0) - left_out;
+  if (candidates < 1) {
+    throw std::invalid_argument("the vocabulary has " + std::to_string(e.size(0)) +
+                                " token(s), all of them in the analogy: no other token can "
+                                "answer it");
+  }
+  const auto [values, indices] = s.topk(std::min<int64_t>(k, candidates));
   return {indices, values};
 }
 

@@ -282,7 +282,19 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   ASSERT_EQ(b["matmul"].size(), 4u);
   for (const auto& m : b["matmul"]) EXPECT_GT(m["gflops"].get<double>(), 0.0);
   EXPECT_GT(b["training"]["tokens_per_s"].get<double>(), 0.0);
-  EXPECT_GT(b["training"]["mfu"].get<double>(), 0.0);
+  // MFU is defined once: the model's GFLOP/s over a named matmul rate (tools/bench_command.cpp).
+  const double gflops = b["training"]["model_gflops"].get<double>();
+  EXPECT_GT(gflops, 0.0);
+  const size_t own = b["dtype"] == "bfloat16" ? 2 : 0;
+  double fastest = 0.0;
+  for (const auto& m : b["matmul"]) fastest = std::max(fastest, m["gflops"].get<double>());
+  for (const auto& [key, rate] : {std::pair{"mfu", b["matmul"][own]["gflops"].get<double>()},
+                                  {"mfu_gemm", b["matmul"][own + 1]["gflops"].get<double>()},
+                                  {"mfu_fastest", fastest}}) {
+    EXPECT_NEAR(b["training"][key].get<double>() * rate, gflops, 1e-9 * gflops) << key;
+    const std::string named = b["training"][std::string(key) + "_rate"].get<std::string>();
+    EXPECT_NE(named.find(fmt::format("{:.1f} GFLOP/s", rate)), std::string::npos) << named;
+  }
   ASSERT_EQ(b["sampling"].size(), 4u);
   for (const auto& s : b["sampling"]) EXPECT_GT(s["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(b["memory"]["peak_rss_mb"].get<double>(), 0.0);

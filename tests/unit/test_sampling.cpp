@@ -48,6 +48,20 @@ TEST(Sampling, TopPKeepsTheSmallestSufficientSet) {
   EXPECT_EQ(draws(o), (std::set<int64_t>{1, 2, 4}));
 }
 
+// top_p is documented as (0, 1]: however small, the likeliest token stays. 1e-38 is below
+// float's smallest normal number, so with denormals flushed, as every command runs, a
+// comparison read it as 0 and dropped every token ("probability tensor contains ... nan").
+TEST(Sampling, ATinyTopPKeepsTheLikeliestToken) {
+  const bool flushed = at::globalContext().setFlushDenormal(true);
+  ASSERT_TRUE(flushed) << "this CPU cannot flush denormals";
+  SamplingOptions o;
+  for (const double p : {1e-38, 1e-45, 1e-300}) {
+    o.top_p = p;
+    EXPECT_EQ(draws(o), (std::set<int64_t>{1})) << p;
+  }
+  at::globalContext().setFlushDenormal(false);
+}
+
 TEST(Sampling, FrequenciesFollowTheSoftmax) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(9);
   SamplingOptions o;

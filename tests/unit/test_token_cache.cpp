@@ -27,10 +27,14 @@ struct Cache {
   int tokenizers_made = 0;
 
   explicit Cache(std::vector<fs::path> files) {
-    spec.dir = dir / "cache";
+    spec.root = dir / "cache";
+    spec.kind = "char";
     spec.train_files = std::move(files);
     spec.chunk_bytes = 1000;  // many chunks, many lines cut across them
     spec.threads = 2;
+  }
+  fs::path cache_dir(const Tokenizer* fixed = nullptr) const {
+    return token_cache_dir(spec, fixed);
   }
   PreparedCorpus prepare(std::shared_ptr<const Tokenizer> fixed = nullptr) {
     return prepare_token_cache(spec, fixed, [&]() -> std::unique_ptr<Tokenizer> {
@@ -104,14 +108,41 @@ TEST(TokenCache, IsReusedUntilTheCorpusOrTokenizerChanges) {
   EXPECT_TRUE(cache.prepare().rebuilt);
   EXPECT_FALSE(cache.prepare().rebuilt);
 
-  // A run's own tokenizer that is not the cache's: the tokens are remade with it.
+  // A run's own tokenizer that is not the cache's: the tokens are made with it in a directory
+  // of their own, and the cache other runs read stays as it was.
+  const fs::path shared = cache.cache_dir();
   const std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
-  EXPECT_NE(token_cache_problem(cache.spec, bytes.get()).find("another tokenizer than this run's"),
+  EXPECT_NE(cache.cache_dir(bytes.get()), shared);
+  EXPECT_NE(token_cache_problem(cache.spec, bytes.get()).find("no token cache"),
             std::string::npos);
   const PreparedCorpus p = cache.prepare(bytes);
   EXPECT_TRUE(p.rebuilt);
   EXPECT_EQ(p.tokenizer->kind(), "byte");
-  EXPECT_EQ(load_tokenizer(cache.spec.dir)->kind(), "byte");
+  EXPECT_EQ(load_tokenizer(p.dir)->kind(), "byte");
+  EXPECT_EQ(load_tokenizer(shared)->kind(), "char");
+  EXPECT_FALSE(cache.prepare().rebuilt);
+  EXPECT_FALSE(cache.prepare(bytes).rebuilt);
+}
+
+// Two configs that share data.cache_dir, one char and one byte: each gets its own tokens
+// and its own tokenizer, whichever ran first, and neither rebuilds the other's.
+TEST(TokenCache, TokenizersThatShareARootNeverShareFiles) {
+  TempDir data;
+  test::write_text(data / "a.txt", "abcabcabc\nabc\n");
+  Cache chars({data / "a.txt"});
+  Cache bytes({data / "a.txt"});
+  bytes.spec.root = chars.spec.root;
+  bytes.spec.kind = "byte";
+  bytes.spec.recipe_fingerprint = 1;  // the recipe names the tokenizer, as run_corpus's does
+  const PreparedCorpus c = chars.prepare();
+  const PreparedCorpus b = prepare_token_cache(bytes.spec, nullptr, [] { return make_byte_tokenizer(); });
+  EXPECT_NE(c.dir, b.dir);
+  EXPECT_EQ(c.dir.parent_path(), b.dir.parent_path());
+  EXPECT_EQ(b.tokenizer->kind(), "byte");
+  EXPECT_EQ(b.tokenizer->vocab_size(), 256);
+  EXPECT_EQ(load_tokenizer(c.dir)->kind(), "char");
+  EXPECT_FALSE(chars.prepare().rebuilt);
+  EXPECT_EQ(chars.prepare().tokenizer->kind(), "char");
 }
 
 TEST(TokenCache, ATokenFileFromAnotherTokenizerIsNotReused) {
@@ -120,13 +151,13 @@ TEST(TokenCache, ATokenFileFromAnotherTokenizerIsNotReused) {
   Cache chars({data / "a.txt"}), bytes({data / "a.txt"});
   chars.prepare();
   bytes.prepare(make_byte_tokenizer());
-  fs::copy_file(bytes.spec.dir / "val.bin", chars.spec.dir / "val.bin",
+  fs::copy_file(bytes.cache_dir() / "val.bin", chars.cache_dir() / "val.bin",
                 fs::copy_options::overwrite_existing);
   EXPECT_NE(token_cache_problem(chars.spec, nullptr).find("were made with another tokenizer"),
             std::string::npos);
   EXPECT_TRUE(chars.prepare().rebuilt);
   // A damaged file is a reason to rebuild, too.
-  std::filesystem::resize_file(chars.spec.dir / "train.bin", 70);
+  std::filesystem::resize_file(chars.cache_dir() / "train.bin", 70);
   EXPECT_NE(token_cache_problem(chars.spec, nullptr).find("truncated or corrupted"),
             std::string::npos);
   EXPECT_TRUE(chars.prepare().rebuilt);
@@ -161,7 +192,7 @@ TEST(TokenCache, EmptyFilesAreSkippedAndAnEmptyCorpusIsAnError) {
   test::write_text(data / "nothing/b.txt", "");
   Cache empty(corpus_files(data / "nothing"));
   EXPECT_NE(error_of([&] { empty.prepare(); }).find("empty"), std::string::npos);
-  EXPECT_FALSE(fs::exists(empty.spec.dir / "train.bin"));
+  EXPECT_FALSE(fs::exists(empty.spec.root)) << "a failed prepare leaves nothing behind";
 }
 
 TEST(TokenCache, InvalidUtf8IsNamedWithItsOffsetInTheFile) {
@@ -177,7 +208,7 @@ TEST(TokenCache, InvalidUtf8IsNamedWithItsOffsetInTheFile) {
       e.find("bad.txt is not valid UTF-8: bad byte 0xFF at byte offset " + std::to_string(offset)),
       std::string::npos)
       << e;
-  EXPECT_FALSE(fs::exists(cache.spec.dir / "train.bin"));
+  EXPECT_FALSE(fs::exists(cache.spec.root)) << "a failed prepare leaves nothing behind";
 }
 
 }  // namespace

@@ -72,18 +72,18 @@ std::vector<char32_t> decode_utf8(std::string_view bytes, std::string_view sourc
 
 namespace {
 
-// Whether `tail` is the start of a multi-byte sequence that more bytes could complete.
-bool incomplete_sequence(std::string_view tail) {
+// The bytes of an invalid sequence that one U+FFFD stands for: a lead byte with the
+// continuation bytes that follow it, short of a whole character (Unicode's "maximal subpart",
+// as Python's errors="replace" counts them), or a byte alone.
+size_t invalid_prefix(std::string_view tail) {
   const auto lead = static_cast<unsigned char>(tail[0]);
   const size_t length = lead >= 0xC2 && lead <= 0xDF   ? 2
                         : lead >= 0xE0 && lead <= 0xEF ? 3
                         : lead >= 0xF0 && lead <= 0xF4 ? 4
-                                                       : 0;
-  if (length == 0 || tail.size() >= length) return false;
-  for (size_t i = 1; i < tail.size(); ++i) {
-    if ((static_cast<unsigned char>(tail[i]) & 0xC0) != 0x80) return false;
-  }
-  return true;
+                                                       : 1;
+  size_t n = 1;
+  while (n < length && n < tail.size() && (static_cast<unsigned char>(tail[n]) & 0xC0) == 0x80) ++n;
+  return n;
 }
 
 }  // namespace
@@ -100,10 +100,11 @@ std::string printable_utf8(std::string_view bytes, bool final, size_t& used, siz
     }
     out += bytes.substr(at, bad);
     at += bad;
-    if (!final && incomplete_sequence(bytes.substr(at))) break;
+    const size_t n = invalid_prefix(bytes.substr(at));
+    if (!final && at + n == bytes.size()) break;  // a character the next piece may complete
     out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
-    ++at;
-    ++replaced;
+    at += n;
+    replaced += n;
   }
   used = at;
   return out;

@@ -1,6 +1,8 @@
 #include "model/config_key.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -96,6 +98,26 @@ Accepts rule(std::string words, std::function<bool(const ConfigValue&)> check) {
   a.rule = std::move(words);
   a.check = std::move(check);
   return a;
+}
+
+std::string check_number_text(const Accepts& accepts, const std::string& text, bool whole) {
+  std::optional<ConfigValue> value;
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  if (whole) {
+    int64_t i = 0;
+    const auto [stop, error] = std::from_chars(begin, end, i);
+    if (error == std::errc() && stop == end) value = i;
+  } else if (!text.empty()) {
+    char* stop = nullptr;
+    errno = 0;
+    const double d = std::strtod(text.c_str(), &stop);
+    if (errno != ERANGE && stop == text.c_str() + text.size()) value = d;
+  }
+  if (value && accepts.accepts(*value)) return "";
+  const std::string requirement = accepts.requirement();  // "must be >= 1"
+  return std::string("must be ") + (whole ? "a whole number" : "a finite number") +
+         (requirement.empty() ? "" : " " + requirement.substr(8)) + " (got \"" + text + "\")";
 }
 
 std::string config_value_text(const ConfigValue& value) {

@@ -64,6 +64,11 @@ Accepts above(double min);
 Accepts between(double lo, double hi, const char* ends = "[]");
 Accepts rule(std::string words, std::function<bool(const ConfigValue&)> check);
 
+// A number as a flag's text gives it, checked: "" when `text` is wholly a number of its kind
+// (`whole`: an integer within int64's range; else a finite number) that `accepts` takes;
+// otherwise why not, "must be a whole number >= 1 (got "0")".
+std::string check_number_text(const Accepts& accepts, const std::string& text, bool whole);
+
 // A value as TOML writes it (strings quoted; floats always with a point or exponent).
 std::string config_value_text(const ConfigValue& value);
 

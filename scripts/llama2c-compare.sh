@@ -28,7 +28,7 @@ fail() { cat "$1" >&2; exit 1; }
 "$runc" "$work/model.bin" -z "$work/tokenizer.bin" -t 0 -n "$tokens" -i "" \
   >"$work/runc.txt" 2>"$work/runc.err" || fail "$work/runc.err"
 "$tinylm" sample "$run" --bos --prompt "" --temperature 0 --max-new-tokens "$tokens" \
-  --num-samples 1 --threads "$threads" >"$work/tinylm.txt" 2>"$work/tinylm.err" ||
+  --num-samples 1 --bytes --threads "$threads" >"$work/tinylm.txt" 2>"$work/tinylm.err" ||
   fail "$work/tinylm.err"
 # Both end with a newline; run.c also stops early if it samples BOS.
 python3 - "$work/runc.txt" "$work/tinylm.txt" <<'EOF'

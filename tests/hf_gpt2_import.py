@@ -228,10 +228,15 @@ def main():
             logits = gpt2_forward(cfg, weights["hub"], np.array(ids), weights["hub"]["wte.weight"])
             ids.append(int(np.argmax(logits[-1])))
         want = bytes(unmap[ch] for i in ids[1:] for ch in inverse[i])
-        r = subprocess.run([tinylm, "sample", path("hub-run"), "--bos", "--prompt", "",
-                            "--temperature", "0", "--max-new-tokens", "8", "--num-samples", "1"],
-                           capture_output=True)
+        command = [tinylm, "sample", path("hub-run"), "--bos", "--prompt", "", "--temperature", "0",
+                   "--max-new-tokens", "8", "--num-samples", "1"]
+        r = subprocess.run(command + ["--bytes"], capture_output=True)
         assert r.returncode == 0 and r.stdout.rstrip(b"\n") == want.rstrip(b"\n"), (r.stdout, want)
+        # Without --bytes the text is valid UTF-8: what is not becomes U+FFFD, as Python's
+        # errors="replace" writes it.
+        r = subprocess.run(command, capture_output=True)
+        text = want.decode("utf-8", errors="replace").encode("utf-8")
+        assert r.returncode == 0 and r.stdout.rstrip(b"\n") == text.rstrip(b"\n"), (r.stdout, text)
         run(tinylm, "train", os.path.join(source, "configs/tiny.toml"), "--out", path("char-run"),
             "--train.max_iters=1", "--threads", "1")
         r = run(tinylm, "sample", path("char-run"), "--bos", ok=False)

@@ -2,13 +2,10 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <fstream>
-#include <charconv>
 #include <cstdlib>
 #include <optional>
 #include <thread>
-#include <type_traits>
 
 #include <ATen/Parallel.h>
 #include <spdlog/spdlog.h>
@@ -48,49 +45,19 @@ void add_threads_flag(CLI::App* cmd, int& threads, const std::string& help) {
 
 namespace {
 
-// `text` read whole as `T` (int64_t or double); nullopt when any of it is not that.
-template <class T>
-std::optional<T> read_whole(const std::string& text) {
-  T value{};
-  if constexpr (std::is_same_v<T, int64_t>) {
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  } else {
-    char* end = nullptr;
-    errno = 0;
-    value = std::strtod(text.c_str(), &end);
-    if (text.empty() || errno == ERANGE || end != text.c_str() + text.size()) return std::nullopt;
-  }
-  return value;
-}
-
-template <class T>
-CLI::Validator flag_validator(Accepts accepts, const char* kind) {
-  const std::string description = accepts.summary().empty() ? kind : kind + (" " + accepts.summary());
+CLI::Validator flag_validator(Accepts accepts, bool whole) {
+  const std::string kind = whole ? "a whole number" : "a finite number";
+  const std::string summary = accepts.summary();
   return CLI::Validator(
-      [accepts, kind](std::string& text) -> std::string {
-        const std::optional<T> value = read_whole<T>(text);
-        if (!value || !accepts.accepts(ConfigValue(*value))) {
-          const std::string requirement = accepts.requirement();
-          // "must be >= 1" -> "must be a whole number >= 1"
-          return std::string("must be ") + kind +
-                 (requirement.empty() ? "" : " " + requirement.substr(8)) + " (got \"" + text +
-                 "\")";
-        }
-        return "";
-      },
-      description);
+      [accepts, whole](std::string& text) { return check_number_text(accepts, text, whole); },
+      summary.empty() ? kind : kind + " " + summary);
 }
 
 }  // namespace
 
-CLI::Validator integer_flag(Accepts accepts) {
-  return flag_validator<int64_t>(std::move(accepts), "a whole number");
-}
+CLI::Validator integer_flag(Accepts accepts) { return flag_validator(std::move(accepts), true); }
 
-CLI::Validator number_flag(Accepts accepts) {
-  return flag_validator<double>(std::move(accepts), "a finite number");
-}
+CLI::Validator number_flag(Accepts accepts) { return flag_validator(std::move(accepts), false); }
 
 torch::Device parse_device(const std::string& text) {
   const auto malformed = [&] {

@@ -21,7 +21,6 @@
 #include "train/rank_group.h"
 #include "train/run_config.h"
 #include "train/trainer.h"
-#include "train/training_lock.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -128,47 +127,20 @@ RunConfig train_config(const TrainArgs& args, const fs::path& out) {
     check_resumable(saved, config);
     warn_if_config_file_differs(args.config_path, out, saved);
   }
-  // The flags go through the keys' own checks (train.seed >= 0, a device's form).
+  // The flags go through the keys' own checks too (--seed's range is train.seed's; --device
+  // is named as itself, then checked as train.device).
   RunConfig flagged = config;
   if (args.seed) flagged.train.seed = *args.seed;
-  if (!args.device.empty()) flagged.train.device = args.device;
+  if (!args.device.empty()) {
+    parse_device(args.device);
+    flagged.train.device = args.device;
+  }
   try {
     flagged.validate();
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
   return flagged;
-}
-
-// Whether --out may be trained into, decided before anything is written there: a new run
-// needs a new or empty directory (or one only a failed start left locks in); --resume one
-// that holds a run, or a checkpoint a kill left committed but not moved into place.
-void check_out_dir(const fs::path& out, bool resume, bool writer) {
-  check_can_be_directory(out, "--out");
-  if (resume) {
-    if (fs::is_regular_file(out / "state.json") || fs::is_directory(out / ".checkpoint-commit"))
-      return;
-    throw std::runtime_error(
-        "cannot resume: " + out.string() +
-        (fs::exists(out) ? " is not a tinylm run directory (no state.json)" : " does not exist") +
-        (writer ? ""
-                : "; every rank reads the checkpoint, so the run directory must be at the same "
-                  "path on every machine"));
-  }
-  if (!writer || !fs::is_directory(out)) return;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    const std::string name = entry.path().filename().string();
-    if (name == TrainingLock::kFileName || name == ".checkpoint.lock" ||
-        name == ".checkpoint-next") {
-      continue;
-    }
-    throw std::runtime_error("run directory " + out.string() +
-                             (fs::exists(out / "state.json")
-                                  ? " already holds a run; pass --resume to continue it or --out "
-                                    "to choose another"
-                                  : " already exists and is not a tinylm run (it holds " + name +
-                                        "); choose another with --out"));
-  }
 }
 
 // This process as one rank of torchrun's job: its group, on its device (with torchrun and
@@ -207,7 +179,12 @@ int run_train(const TrainArgs& args) {
   const fs::path out =
       args.out ? fs::path(*args.out) : fs::path("runs") / fs::path(args.config_path).stem();
   const bool writer = !world || world->rank == 0;
-  check_out_dir(out, args.resume, writer);
+  // One process (or the --nproc launcher) refuses a bad --out at once; the ranks of a
+  // torchrun job refuse it in the trainer's start, where they agree, so none waits.
+  if (!world) {
+    check_can_be_directory(out, "--out");
+    check_run_directory(out, args.resume, writer);
+  }
   const RunConfig config = train_config(args, out);
   torch::Device device = parse_device(config.train.device);
   if (args.nproc > 0) {

@@ -2,13 +2,27 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
+
+#include "train/precision.h"
 
 namespace tinylm {
+
+bool bfloat16_products_sum_in_float32() {
+  static const bool avx512 = [] {
+    const std::set<std::string> flags = cpu_flags();
+    return flags.count("avx512bw") && flags.count("avx512vl") && flags.count("avx512dq");
+  }();
+  return avx512 && at::globalContext().userEnabledMkldnn();
+}
 
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int steps) {
   TORCH_CHECK(g.dim() == 2, "newton_schulz: expected a matrix, got ", g.sizes());
   constexpr double a = 3.4445, b = -4.7750, c = 2.0315;
   torch::NoGradGuard no_grad;
+  if (dtype == torch::kBFloat16 && g.is_cpu() && !bfloat16_products_sum_in_float32())
+    dtype = torch::kFloat32;
   torch::Tensor x = g.to(dtype);
   x = x / (x.norm() + 1e-7);  // singular values <= 1: inside the iteration's basin
   const bool tall = g.size(0) > g.size(1);

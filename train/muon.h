@@ -17,7 +17,14 @@ namespace tinylm {
 inline constexpr int kNewtonSchulzSteps = 5;
 
 // The approximate orthogonal factor of g (rows, cols), computed in `dtype` (bfloat16 where the
-// matmuls are fast in it), returned in float32.
+// matmuls are fast in it), returned in float32. A bfloat16 iteration on a CPU whose bfloat16
+// matmul would sum in bfloat16 runs in float32 instead (bfloat16_products_sum_in_float32).
+// Whether a bfloat16 matmul on this CPU keeps its running sums in float32. LibTorch 1.13
+// hands one to oneDNN where the CPU has AVX-512 BW, VL and DQ and oneDNN is enabled; its own
+// GEMM elsewhere (AVX2-only CPUs) rounds the sum to bfloat16 at every term, which put
+// Newton-Schulz 0.21 (relative, Frobenius) from float32 where oneDNN's is 0.016
+// (docs/MEASUREMENTS.md).
+bool bfloat16_products_sum_in_float32();
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
 

@@ -301,34 +301,14 @@ TrainingData Trainer::start() {
   std::string startup_error;
   try {
     check_batch_splits(t_, world_);
-    if (writer_ && (options_.resume || fs::exists(out_))) {
-      lock_.emplace(out_);
+    // Refusals first, before a lock file is written into anything.
+    check_run_directory(out_, options_.resume, writer_);
+    if (writer_) lock_.emplace(out_);
+    if (writer_ && options_.resume) {
       const CheckpointReadLock finished(out_);  // a checkpoint a kill left half moved
     }
     if (options_.resume && !fs::is_regular_file(out_ / "state.json")) {
-      throw std::runtime_error("cannot resume: " + out_.string() +
-                               " is not a tinylm run directory (no state.json)" +
-                               (writer_ ? ""
-                                        : "; every rank reads the checkpoint, so the run "
-                                          "directory must be at the same path on every machine"));
-    }
-    if (writer_ && !lock_) lock_.emplace(out_);
-    // Neither the locks nor a first checkpoint that never reached its commit point make a
-    // directory a run.
-    const auto holds_a_run = [&] {
-      for (const auto& entry : fs::directory_iterator(out_)) {
-        const std::string name = entry.path().filename().string();
-        if (name != TrainingLock::kFileName && name != ".checkpoint.lock" &&
-            name != ".checkpoint-next") {
-          return true;
-        }
-      }
-      return false;
-    };
-    if (writer_ && !options_.resume && holds_a_run()) {
-      throw std::runtime_error("run directory " + out_.string() +
-                               " already exists; pass --resume to continue it or --out to choose "
-                               "another");
+      throw std::runtime_error("cannot resume: " + out_.string() + " holds no whole checkpoint");
     }
     loaded.emplace(load_training_data(config_, options_.resume ? &out_ : nullptr,
                                       options_.progress && writer_));
@@ -551,6 +531,35 @@ TrainResult Trainer::finish() {
 }
 
 }  // namespace
+
+void check_run_directory(const fs::path& out, bool resume, bool writer) {
+  if (resume) {
+    if (fs::is_regular_file(out / "state.json") || fs::is_directory(out / ".checkpoint-commit"))
+      return;
+    throw std::runtime_error(
+        "cannot resume: " + out.string() +
+        (fs::exists(out) ? " is not a tinylm run directory (no state.json)" : " does not exist") +
+        (writer ? ""
+                : "; every rank reads the checkpoint, so the run directory must be at the same "
+                  "path on every machine"));
+  }
+  if (!writer || !fs::is_directory(out)) return;
+  for (const auto& entry : fs::directory_iterator(out)) {
+    // Neither the locks nor a first checkpoint that never reached its commit point make a
+    // directory a run: a start that failed may leave them.
+    const std::string name = entry.path().filename().string();
+    if (name == TrainingLock::kFileName || name == ".checkpoint.lock" ||
+        name == ".checkpoint-next") {
+      continue;
+    }
+    throw std::runtime_error("run directory " + out.string() +
+                             (fs::exists(out / "state.json")
+                                  ? " already holds a run; pass --resume to continue it or --out "
+                                    "to choose another"
+                                  : " already exists and is not a tinylm run (it holds " + name +
+                                        "); choose another with --out"));
+  }
+}
 
 TrainResult train(const RunConfig& config, const TrainOptions& options) {
   return Trainer(config, options).run();

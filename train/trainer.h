@@ -46,6 +46,12 @@ struct TrainResult {
   double val_loss = 0.0;  // the last val estimate this call made; NaN when it made none
 };
 
+// Throws std::runtime_error unless `out` may be trained into, deciding before anything is
+// written there: a new run (`resume` false) needs a new or empty directory, or one that holds
+// only what a failed start left (locks); a resume needs a run, or a checkpoint a kill left
+// committed but not moved into place. `writer`: rank 0, which writes the directory.
+void check_run_directory(const std::filesystem::path& out, bool resume, bool writer);
+
 // `config` is the run's config; on resume it must be the one in out_dir/config.toml
 // (apart from train.max_iters and the [sample] section, which may change).
 TrainResult train(const RunConfig& config, const TrainOptions& options);

@@ -194,6 +194,20 @@ TEST_F(Careless, AnalysesSayWhatTheyCannotDoInTheUsersWords) {
          {"--context-drift \"Z\"", "at least 2 occurrences"});
 }
 
+// A directory of texts is read file by file: an error names the file, and the line and
+// column in it, not in the files run together.
+TEST_F(Careless, AnErrorInATextDirectoryNamesTheFileAndItsLine) {
+  const fs::path texts = scratch_ / "texts";
+  fs::create_directories(texts);
+  test::write_text(texts / "a.txt", "First line.\nSecond line.\nThird.\n");
+  test::write_text(texts / "b.txt", "Fine.\nNot \xE2\x82\xAC fine.\n");
+  const std::string b = (texts / "b.txt").string();
+  expect({"eval", run().string(), "--text", texts.string()}, 1,
+         {"(line 2, column 5) of " + b + " is not in the tokenizer's vocabulary"});
+  expect({"inspect", run().string(), "--heads", "--text", texts.string()}, 1,
+         {"(line 2, column 5) of " + b});
+}
+
 TEST_F(Careless, ThreadsAreCappedAtTheCores) {
   const test::CommandResult r =
       tinylm({"sample", run().string(), "--threads", "100000", "--max-new-tokens", "2"});

@@ -120,7 +120,7 @@ TEST_F(Cli, RunDirectoryRules) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());
   expect_failure(run_tinylm({"train", config.string(), "--out", run().string()}), 1,
-                 "already exists; pass --resume");
+                 "already holds a run; pass --resume");
   std::filesystem::create_directories(dir / "empty");
   test::write_text(dir / "empty/x", "x");
   expect_failure(
@@ -386,8 +386,10 @@ TEST_F(Cli, BadInspectInputs) {
       << longer.output;
   expect_failure(
       run_tinylm({"inspect", r, "--heads", "--json", "/nonexistent/dir/x.json"}), 1,
-      "cannot write /nonexistent/dir/x.json (--json): directory /nonexistent/dir does not exist");
-  expect_failure(run_tinylm({"inspect", r, "--html", r}), 1, "(--html): it is a directory");
+      "cannot write --json \"/nonexistent/dir/x.json\": its directory /nonexistent/dir does not "
+      "exist");
+  expect_failure(run_tinylm({"inspect", r, "--html", r}), 1,
+                 "cannot write --html \"" + r + "\": it is a directory");
   expect_failure(run_tinylm({"inspect", r, "--heads", "--text", "/nonexistent.txt"}), 1,
                  "corpus not found");
   expect_failure(run_tinylm({"inspect", r, "--patch"}), 2,
@@ -536,14 +538,16 @@ TEST(CliData, ADiskThatFillsLeavesNoCacheBehind) {
                            " prepare " + config.string());
   expect_failure(r, 1, "File too large");
   EXPECT_NE(r.output.find("nothing was written under this name"), std::string::npos) << r.output;
-  EXPECT_FALSE(std::filesystem::exists(cache / "train.bin"));
-  EXPECT_FALSE(std::filesystem::exists(cache / "val.bin"));
-  for (const auto& entry : std::filesystem::directory_iterator(cache)) {
-    EXPECT_EQ(entry.path().string().find(".tmp-"), std::string::npos) << entry.path();
-  }
+  // The cache directory this prepare made is gone with everything in it, temporaries too.
+  EXPECT_FALSE(std::filesystem::exists(cache)) << "a failed prepare leaves nothing behind";
   // With room again, the same command succeeds.
-  EXPECT_EQ(run_tinylm({"prepare", config.string()}).exit_code, 0);
-  EXPECT_TRUE(std::filesystem::exists(cache / "train.bin"));
+  const auto again = run_tinylm({"prepare", config.string()});
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  const size_t at = again.output.find("cache       ");
+  ASSERT_NE(at, std::string::npos) << again.output;
+  const std::string made = again.output.substr(at + 12, again.output.find('\n', at) - at - 12);
+  EXPECT_EQ(std::filesystem::path(made).parent_path(), cache);
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(made) / "train.bin"));
 }
 
 TEST(CliData, BadCorporaAndTokenizerSettingsSayWhatIsWrong) {

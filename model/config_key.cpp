@@ -120,12 +120,29 @@ std::string check_number_text(const Accepts& accepts, const std::string& text, b
          (requirement.empty() ? "" : " " + requirement.substr(8)) + " (got \"" + text + "\")";
 }
 
+namespace {
+
+// A string as a TOML basic string: JSON's escapes are TOML's, but JSON leaves DEL (U+007F)
+// bare, which TOML forbids (a config.toml with it would not load again; fuzz_config_overrides
+// found it).
+std::string toml_string(const std::string& text) {
+  std::string out = nlohmann::json(text).dump();
+  for (size_t at = out.find('\x7f'); at != std::string::npos; at = out.find('\x7f', at)) {
+    out.replace(at, 1, "\\u007F");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string config_value_text(const ConfigValue& value) {
-  if (const auto* s = std::get_if<std::string>(&value)) return nlohmann::json(*s).dump();
+  if (const auto* s = std::get_if<std::string>(&value)) return toml_string(*s);
   if (const auto* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
   if (const auto* list = std::get_if<std::vector<std::string>>(&value)) {
-    return nlohmann::json(*list).dump();  // a JSON array of strings is a TOML array
+    std::string out;  // a TOML array of strings
+    for (const std::string& item : *list) out += (out.empty() ? "[" : ",") + toml_string(item);
+    return out.empty() ? "[]" : out + "]";
   }
   std::string out = number_text(std::get<double>(value));
   if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // stays a float in TOML

@@ -241,7 +241,12 @@ def main():
             "--train.max_iters=1", "--threads", "1")
         r = run(tinylm, "sample", path("char-run"), "--bos", ok=False)
         assert r.returncode == 2 and "has no beginning-of-sequence token" in r.stderr, r.stderr
-        run(tinylm, "inspect", path("hub-run"), "--prompt", "First Citizen: we are", "--heads")
+        r = run(tinylm, "inspect", path("hub-run"), "--prompt", "First Citizen: we are", "--heads")
+        # GPT-2's pieces carry their leading space (" we"): a table shows it ("\u2423we"), so no
+        # piece looks blank or runs into the one before it.
+        tokens = next(line for line in r.stdout.splitlines() if line.startswith("attention patterns"))
+        tokens = tokens.split(":", 1)[1][1:]
+        assert "\u2423" in tokens and "  " not in tokens and " \n" not in tokens, tokens
         run(tinylm, "train", path("hub-run", "config.toml"), "--out", path("hub-run"), "--resume",
             "--train.max_iters=2", "--train.batch_size=2", "--train.eval_interval=2",
             "--train.eval_iters=1", "--train.warmup_iters=1", "--train.lr_decay_iters=2",

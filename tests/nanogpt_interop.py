@@ -147,6 +147,23 @@ def main():
         toml = open(path("run", "config.toml")).read()
         assert "max_iters = 5000" in toml and "beta2 = 0.99" in toml, toml
 
+        # A checkpoint whose training diverged elsewhere: its weights hold NaN. It imports (the
+        # file is what it is), and every command that reads the run then says so once, by name,
+        # instead of failing deep inside LibTorch.
+        diverged = dict(ckpt, model=collections.OrderedDict(state))
+        bad = diverged["model"]["_orig_mod.transformer.h.0.attn.c_attn.weight"].clone()
+        bad[0, :3] = float("nan")
+        diverged["model"]["_orig_mod.transformer.h.0.attn.c_attn.weight"] = bad
+        diverged["model"]._metadata = state._metadata
+        torch.save(diverged, path("nan.pt"))
+        run(tinylm, "import", path("nan.pt"), "--out", path("nan"), "--meta", path("meta.pkl"),
+            "--data", corpus, "--threads", "1")
+        for command in (["eval"], ["sample"], ["inspect", "--heads"]):
+            r = run(tinylm, command[0], path("nan"), *command[1:], "--threads", "1", ok=False)
+            assert r.returncode == 1 and r.stderr.count("its weights are not finite") == 1 and \
+                "transformer.h.0.attn.c_attn.weight has 3 NaN or infinite values" in r.stderr, \
+                (command, r.stderr)
+
         # A checkpoint trained on a GPU: its storages' location is "cuda:0" (this PyTorch
         # has no CUDA to write one: the cpu ones are renamed in data.pkl, same length kept).
         with zipfile.ZipFile(path("ckpt.pt")) as z, zipfile.ZipFile(path("gpu.pt"), "w") as out:

@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <thread>
 

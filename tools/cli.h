@@ -37,7 +37,8 @@ void add_threads_flag(CLI::App* cmd, int& threads,
 // Numeric flags checked by the rules config keys use (model/config_key.h), so that a flag
 // and a key say a range the same way: the text must be a whole number within int64's range
 // (integer_flag) or a finite number (number_flag), inside `accepts`; CLI11 reports it as
-// "--context: must be >= 1 (got 0)". NaN, infinity and overflowing integers never pass.
+// "--context: must be a whole number >= 1 (got "0")". NaN, infinity and overflowing integers
+// never pass.
 CLI::Validator integer_flag(Accepts accepts);
 CLI::Validator number_flag(Accepts accepts);
 

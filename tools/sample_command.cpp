@@ -54,7 +54,9 @@ SampleConfig sample_config(const RunConfig& config, const SampleArgs& args) {
                                     {"sample.top_k", "--top-k"},
                                     {"sample.top_p", "--top-p"},
                                     {"sample.num_samples", "--num-samples"},
-                                    {"sample.seed", "--seed"}}) {
+                                    {"sample.seed", "--seed"},
+                                    {"sample.prompt", "--prompt"},
+                                    {"sample.stop", "--stop"}}) {
       if (message.rfind(key, 0) == 0) message = flag + message.substr(std::string(key).size());
     }
     throw UsageError(message);

@@ -5,6 +5,8 @@
 
 #include <toml++/toml.h>
 
+#include "data/utf8.h"
+
 namespace tinylm {
 namespace {
 
@@ -265,6 +267,16 @@ std::string closest_key(const std::string& key, const std::vector<std::string>& 
 void RunConfig::validate() const {
   for (const ConfigKey<RunConfig>& k : run_keys()) {
     if (k.name.rfind("model.", 0) != 0) k.check(*this);
+    // Text is UTF-8: config.toml, config.json and the prompt are written as it.
+    const ConfigValue value = k.get(*this);
+    std::vector<std::string> texts;
+    if (const auto* s = std::get_if<std::string>(&value)) texts = {*s};
+    if (const auto* list = std::get_if<std::vector<std::string>>(&value)) texts = *list;
+    for (const std::string& text : texts) {
+      const size_t bad = find_invalid_utf8(text);
+      require(bad == std::string::npos, k.name + " must be UTF-8 text (byte " +
+                                            std::to_string(bad) + " is not)");
+    }
   }
   ModelConfig m = model;
   if (m.vocab_size == 0) m.vocab_size = 1;  // not known until the tokenizer is built

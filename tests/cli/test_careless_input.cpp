@@ -122,6 +122,11 @@ TEST_F(Careless, NonFiniteAndOutOfRangeNumbersAreRefusedBeforeAnythingIsWritten)
          {"--temperature: must be a finite number (got \"nan\")"});
   expect({"sample", run().string(), "--top-p", "nan"}, 2, {"--top-p: must be a finite number"});
   expect({"sample", run().string(), "--top-p", "0"}, 2, {"--top-p must be in (0, 1] (got 0"});
+  // Text must be UTF-8: config.toml and config.json are written as it.
+  expect({"train", config, "--out", out, "--sample.prompt=\xff"}, 2,
+         {"sample.prompt must be UTF-8 text (byte 0 is not)"});
+  expect({"sample", run().string(), "--prompt", "ok \xC3"}, 2,
+         {"--prompt must be UTF-8 text (byte 3 is not)"});
   // Ranges in words, never a 300-digit bound.
   expect({"eval", run().string(), "--context", "0"}, 2,
          {"--context: must be a whole number >= 1 (got \"0\")"}, {"179769"});

@@ -39,7 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       overrides.push_back(line);
     }
     tinylm::RunConfig config;
-    config.data.path = "corpus.txt";
+    config.data.path = (tinylm::fuzz::scratch_dir() / "corpus.txt").string();
+    config.data.cache_dir = (tinylm::fuzz::scratch_dir() / "cache").string();
     try {
       tinylm::apply_overrides(config, overrides);
     } catch (const std::invalid_argument&) {
@@ -50,8 +51,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (const double* d = std::get_if<double>(&value)) require(std::isfinite(*d));
       require(key.accepts.accepts(value));
     }
-    const auto path = tinylm::fuzz::scratch_dir() / "resolved.toml";
-    tinylm::fuzz::write_file(path, tinylm::to_toml(config));
-    require(tinylm::to_toml(tinylm::load_run_config(path)) == tinylm::to_toml(config));
+    // What validated is written as a run's config.toml and reads back: a file that loads, and
+    // whose values (relative paths resolved once) are what it wrote.
+    const auto round_trip = [](const tinylm::RunConfig& c) {
+      const auto path = tinylm::fuzz::scratch_dir() / "resolved.toml";
+      tinylm::fuzz::write_file(path, tinylm::to_toml(c));
+      try {
+        return tinylm::load_run_config(path);
+      } catch (const std::runtime_error&) {
+        std::abort();
+      }
+    };
+    const tinylm::RunConfig once = round_trip(config);
+    require(tinylm::to_toml(round_trip(once)) == tinylm::to_toml(once));
   });
 }

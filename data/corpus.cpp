@@ -37,7 +37,8 @@ std::string read_corpus(const fs::path& path, const std::string& origin) {
   CorpusReader reader(corpus_files(path, origin), size_t{1} << 24);
   CorpusReader::Chunk chunk;
   while (reader.next(chunk)) text += chunk.text;
-  if (text.empty()) throw std::runtime_error("corpus " + path.string() + " (" + origin + ") is empty");
+  if (text.empty())
+    throw std::runtime_error("corpus " + path.string() + " (" + origin + ") is empty");
   return text;
 }
 

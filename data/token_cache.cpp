@@ -239,7 +239,8 @@ PreparedCorpus prepare_token_cache(
   MadeDirectory made(dir, "the token cache (data.cache_dir)");
   const DirectoryLock lock(dir);
   std::unique_ptr<Tokenizer> cached;
-  const std::string problem = spec.force ? "a rebuild was asked for (--force)" : cache_problem(dir, fixed.get(), source_fp, cached);
+  const std::string problem = spec.force ? "a rebuild was asked for (--force)"
+                                         : cache_problem(dir, fixed.get(), source_fp, cached);
   if (problem.empty()) {
     made.keep();
     PreparedCorpus prepared;
@@ -271,7 +272,8 @@ TokenSplit encode_corpus_in_memory(const Tokenizer& tokenizer, const fs::path& p
     bytes += count_bytes(lengths, file_ids.data(), file_ids.size());
     ids.insert(ids.end(), file_ids.begin(), file_ids.end());
   }
-  if (ids.empty()) throw std::runtime_error("corpus " + path.string() + " (" + origin + ") is empty");
+  if (ids.empty())
+    throw std::runtime_error("corpus " + path.string() + " (" + origin + ") is empty");
   return {TokenSequence::from_ids(std::move(ids)), bytes};
 }
 

@@ -4,14 +4,14 @@
 //   ROOT/KEY/train.bin  ROOT/KEY/val.bin           token files (data/token_file.h)
 // KEY names one tokenization ("char-1a2b3c4d5e6f": the tokenizer's kind and a fingerprint
 // of the recipe, the files' names and the split), so configs that share a root never share,
-// relabel or rebuild each other's token files; an edited corpus rebuilds its own KEY. A run's own tokenizer that is not the one in KEY (a
-// SentencePiece model trained anew, say) gets KEY-<its fingerprint> instead.
-// The cache is reused only when both token files name the tokenizer in DIR and the
-// fingerprint of the sources and the recipe; anything else (a changed corpus, other
-// settings, another tokenizer, a damaged file) rebuilds it and says why. The corpus streams
-// through in chunks of whole lines, encoded on several threads, so memory stays bounded;
-// every file is written under a temporary name, so a crash or a full disk never leaves a
-// partial file that looks whole.
+// relabel or rebuild each other's token files; an edited corpus rebuilds its own KEY. A run's
+// own tokenizer that is not the one in KEY (a SentencePiece model trained anew, say) gets
+// KEY-<its fingerprint> instead. A cache is reused only when both token files name the
+// tokenizer in its directory and the fingerprint of the sources and the recipe; anything else
+// (a changed corpus, another tokenizer, a damaged file) rebuilds it and says why. The corpus
+// streams through in chunks of whole lines, encoded on several threads, so memory stays
+// bounded; every file is written under a temporary name, so a crash or a full disk never
+// leaves a partial file that looks whole. A cache directory a failed call made is removed.
 
 #include <cstdint>
 #include <filesystem>

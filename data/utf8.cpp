@@ -102,7 +102,7 @@ std::string printable_utf8(std::string_view bytes, bool final, size_t& used, siz
     at += bad;
     const size_t n = invalid_prefix(bytes.substr(at));
     if (!final && at + n == bytes.size()) break;  // a character the next piece may complete
-    out += "\xEF\xBF\xBD";  // U+FFFD REPLACEMENT CHARACTER
+    out += "\xEF\xBF\xBD";                        // U+FFFD REPLACEMENT CHARACTER
     at += n;
     replaced += n;
   }

@@ -90,9 +90,10 @@ struct ConfigKey {
       const double* number = std::get_if<double>(&value);
       const bool finite = !number || std::isfinite(*number);
       throw std::invalid_argument(
-          name + (finite ? " " + requirement
-                         : " must be a finite number" + (requirement.empty() ? "" : ", and " +
-                                                          requirement.substr(8))) +
+          name +
+          (finite ? " " + requirement
+                  : " must be a finite number" +
+                        (requirement.empty() ? "" : ", and " + requirement.substr(8))) +
           " (got " + config_value_text(value) + ")");
     }
   }

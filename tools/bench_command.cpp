@@ -376,10 +376,10 @@ int run_bench(const BenchArgs& args) {
       report.matmul.begin(), report.matmul.end(),
       [](const MatmulRate& a, const MatmulRate& b) { return a.gflops < b.gflops; });
   const auto mfu_over = [&](const MatmulRate& m) {
-    return Mfu{report.training.model_gflops / m.gflops,
-               fmt::format("{} {}x{} @ {}x{}, {:.1f} GFLOP/s", m.dtype, m.m, m.k, m.k, m.n,
-                           m.gflops),
-               m.gflops};
+    return Mfu{
+        report.training.model_gflops / m.gflops,
+        fmt::format("{} {}x{} @ {}x{}, {:.1f} GFLOP/s", m.dtype, m.m, m.k, m.k, m.n, m.gflops),
+        m.gflops};
   };
   report.training.mfu = mfu_over(report.matmul[own]);
   report.training.mfu_gemm = mfu_over(report.matmul[own + 1]);

@@ -104,10 +104,11 @@ class SampleTexts {
     }
     std::fflush(stdout);
     if (replaced_ > 0) {
-      spdlog::warn("{} byte{} of the samples {} not UTF-8 and {} shown as U+FFFD; --bytes writes "
-                   "them as they are",
-                   replaced_, replaced_ == 1 ? "" : "s", replaced_ == 1 ? "was" : "were",
-                   replaced_ == 1 ? "is" : "are");
+      spdlog::warn(
+          "{} byte{} of the samples {} not UTF-8 and {} shown as U+FFFD; --bytes writes "
+          "them as they are",
+          replaced_, replaced_ == 1 ? "" : "s", replaced_ == 1 ? "was" : "were",
+          replaced_ == 1 ? "is" : "are");
     }
   }
 

@@ -226,9 +226,10 @@ std::vector<std::string> config_keys() {
 }
 
 bool fixed_by_the_run(const std::string& name) {
-  static const char* const kTokenizerKeys[] = {
-      "data.tokenizer",  "data.tokenizer_model", "data.vocab_size",          "data.model_type",
-      "data.character_coverage", "data.byte_fallback", "data.user_defined_symbols"};
+  static const char* const kTokenizerKeys[] = {"data.tokenizer",           "data.tokenizer_model",
+                                               "data.vocab_size",          "data.model_type",
+                                               "data.character_coverage",  "data.byte_fallback",
+                                               "data.user_defined_symbols"};
   if (name.rfind("model.", 0) == 0) return true;
   for (const char* key : kTokenizerKeys) {
     if (name == key) return true;
@@ -274,8 +275,8 @@ void RunConfig::validate() const {
     if (const auto* list = std::get_if<std::vector<std::string>>(&value)) texts = *list;
     for (const std::string& text : texts) {
       const size_t bad = find_invalid_utf8(text);
-      require(bad == std::string::npos, k.name + " must be UTF-8 text (byte " +
-                                            std::to_string(bad) + " is not)");
+      require(bad == std::string::npos,
+              k.name + " must be UTF-8 text (byte " + std::to_string(bad) + " is not)");
     }
   }
   ModelConfig m = model;

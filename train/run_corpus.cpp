@@ -186,8 +186,8 @@ RunData load_run_data(const RunConfig& config, const RunDataOptions& options) {
   if (prepared.rebuilt) {
     const double mb = static_cast<double>(prepared.source_bytes) / 1e6;
     spdlog::info("prepared {}: {} train / {} val tokens from {:.1f} MB in {:.1f} s ({:.1f} MB/s)",
-                 prepared.dir.string(), prepared.train.tokens.size(), prepared.val.tokens.size(), mb,
-                 prepared.seconds, mb / std::max(prepared.seconds, 1e-9));
+                 prepared.dir.string(), prepared.train.tokens.size(), prepared.val.tokens.size(),
+                 mb, prepared.seconds, mb / std::max(prepared.seconds, 1e-9));
   }
   return {prepared.dir.string(), std::move(prepared.tokenizer), std::move(prepared.train),
           std::move(prepared.val)};

@@ -236,7 +236,7 @@ class Trainer {
   ProgressLine progress_{options_.progress && writer_};
   Clock::time_point started_;
   int64_t first_step_ = 0;
-  int64_t saved_step_ = -1;  // the step of the last checkpoint in out_ (-1: none yet)
+  int64_t saved_step_ = -1;         // the step of the last checkpoint in out_ (-1: none yet)
   double val_loss_ = std::nan("");  // the last estimate of this call
   double step_seconds_avg_ = 0.0;   // moving average, for the ETA
   double step_seconds_sum_ = 0.0;   // the optimizer steps alone, as the step lines time them
@@ -518,8 +518,7 @@ TrainResult Trainer::finish() {
         "done: {} steps in {:.1f} s: {:.1f} ms/step training, {:.1f} ms/step wall (evals, "
         "checkpoints, snapshots included); val loss {:.4f}, best {:.4f}; run in {}",
         steps, elapsed, step_seconds_sum_ * 1e3 / static_cast<double>(steps),
-        elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss,
-        out_.string());
+        elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss, out_.string());
   }
   if (snapshots_taken_ > 0) {
     spdlog::info(

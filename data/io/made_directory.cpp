@@ -13,10 +13,10 @@ void check_can_be_directory(const fs::path& dir, const std::string& what) {
     const fs::file_status status = fs::status(p, ec);
     if (fs::exists(status)) {
       if (fs::is_directory(status)) return;
-      throw std::runtime_error(
-          what + " " + dir.string() + ": " +
-          (p == fs::absolute(dir, ec) ? "it is a file, not a directory"
-                                      : p.string() + " is a file, not a directory"));
+      throw std::runtime_error(what + " " + dir.string() + ": " +
+                               (p == fs::absolute(dir, ec)
+                                    ? "it is a file, not a directory"
+                                    : p.string() + " is a file, not a directory"));
     }
     if (p == p.parent_path()) break;
   }

@@ -156,13 +156,14 @@ TEST_F(Careless, AFailedTrainLeavesNothingBehind) {
   test::write_text(scratch_ / "empty.txt", "");
   test::write_text(scratch_ / "one.txt", "a");
   test::write_text(scratch_ / "binary.txt", std::string("\x00\xff\xfe\x01", 4));
-  expect({"train", config, "--out", out.string(), "--data.path=" + (scratch_ / "empty.txt").string()},
-         1, {"empty"});
+  expect(
+      {"train", config, "--out", out.string(), "--data.path=" + (scratch_ / "empty.txt").string()},
+      1, {"empty"});
   expect({"train", config, "--out", out.string(), "--data.path=" + (scratch_ / "one.txt").string()},
          1, {"the corpus gives no"});
-  expect({"train", config, "--out", out.string(),
-          "--data.path=" + (scratch_ / "binary.txt").string()},
-         1, {"binary.txt is not valid UTF-8"});
+  expect(
+      {"train", config, "--out", out.string(), "--data.path=" + (scratch_ / "binary.txt").string()},
+      1, {"binary.txt is not valid UTF-8"});
   expect({"train", config, "--out", (scratch_ / "nowhere").string(), "--resume"}, 1,
          {"cannot resume", "does not exist"});
   // A foreign directory is refused without a lock file written into it.

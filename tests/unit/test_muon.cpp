@@ -3,8 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <torch/torch.h>
+#include <cmath>
 
 #include "small_model.h"
 #include "train/adamw.h"

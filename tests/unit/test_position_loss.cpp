@@ -3,9 +3,9 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include <limits>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <limits>
 
 #include "model/activation_cache.h"
 #include "model/analysis/context_drift.h"

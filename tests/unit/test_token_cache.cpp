@@ -113,8 +113,7 @@ TEST(TokenCache, IsReusedUntilTheCorpusOrTokenizerChanges) {
   const fs::path shared = cache.cache_dir();
   const std::shared_ptr<const Tokenizer> bytes = make_byte_tokenizer();
   EXPECT_NE(cache.cache_dir(bytes.get()), shared);
-  EXPECT_NE(token_cache_problem(cache.spec, bytes.get()).find("no token cache"),
-            std::string::npos);
+  EXPECT_NE(token_cache_problem(cache.spec, bytes.get()).find("no token cache"), std::string::npos);
   const PreparedCorpus p = cache.prepare(bytes);
   EXPECT_TRUE(p.rebuilt);
   EXPECT_EQ(p.tokenizer->kind(), "byte");
@@ -135,7 +134,8 @@ TEST(TokenCache, TokenizersThatShareARootNeverShareFiles) {
   bytes.spec.kind = "byte";
   bytes.spec.recipe_fingerprint = 1;  // the recipe names the tokenizer, as run_corpus's does
   const PreparedCorpus c = chars.prepare();
-  const PreparedCorpus b = prepare_token_cache(bytes.spec, nullptr, [] { return make_byte_tokenizer(); });
+  const PreparedCorpus b =
+      prepare_token_cache(bytes.spec, nullptr, [] { return make_byte_tokenizer(); });
   EXPECT_NE(c.dir, b.dir);
   EXPECT_EQ(c.dir.parent_path(), b.dir.parent_path());
   EXPECT_EQ(b.tokenizer->kind(), "byte");

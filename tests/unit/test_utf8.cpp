@@ -40,7 +40,10 @@ TEST(Utf8, PrintableTextReplacesInvalidBytesAndWaitsForASplitCharacter) {
   // b"\xff\xc7A\xe2\x82B" -> "\ufffd\ufffdA\ufffdB": a bad byte, a lead cut short by "A", and
   // a three-byte lead cut short by "B" (one replacement for its two bytes).
   replaced = 0;
-  EXPECT_EQ(printable_utf8("\xFF\xC7" "A\xE2\x82" "B", false, used, replaced),
+  EXPECT_EQ(printable_utf8("\xFF\xC7"
+                           "A\xE2\x82"
+                           "B",
+                           false, used, replaced),
             fffd + fffd + "A" + fffd + "B");
   EXPECT_EQ(used, 6u);
   EXPECT_EQ(replaced, 4u);

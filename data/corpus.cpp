@@ -32,13 +32,12 @@ std::vector<fs::path> corpus_files(const fs::path& path, const std::string& orig
   return files;
 }
 
-std::string read_corpus(const fs::path& path, const std::string& origin) {
+std::string read_corpus(const fs::path& path) {
   std::string text;
-  CorpusReader reader(corpus_files(path, origin), size_t{1} << 24);
+  CorpusReader reader(corpus_files(path), size_t{1} << 24);
   CorpusReader::Chunk chunk;
   while (reader.next(chunk)) text += chunk.text;
-  if (text.empty())
-    throw std::runtime_error("corpus " + path.string() + " (" + origin + ") is empty");
+  if (text.empty()) throw std::runtime_error("corpus " + path.string() + " is empty");
   return text;
 }
 

@@ -20,7 +20,7 @@ std::vector<std::filesystem::path> corpus_files(const std::filesystem::path& pat
                                                 const std::string& origin = "data.path");
 
 // Reads and validates the corpus; throws if missing, empty or not UTF-8.
-std::string read_corpus(const std::filesystem::path& path, const std::string& origin = "data.path");
+std::string read_corpus(const std::filesystem::path& path);
 
 // Where a text may be cut: the largest offset that ends a chunk, or npos for none.
 using CutPoint = std::function<size_t(std::string_view text)>;

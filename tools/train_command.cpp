@@ -183,7 +183,7 @@ int run_train(const TrainArgs& args) {
   // torchrun job refuse it in the trainer's start, where they agree, so none waits.
   if (!world) {
     check_can_be_directory(out, "--out");
-    check_run_directory(out, args.resume, writer);
+    check_run_directory(out, args.resume, /*writer=*/true);
   }
   const RunConfig config = train_config(args, out);
   torch::Device device = parse_device(config.train.device);

@@ -75,7 +75,7 @@ nlohmann::json CharTokenizer::to_json() const {
     append_utf8(s, cp);
     vocab.push_back(s);
   }
-  return {{"type", "char"}, {"vocab", vocab}};
+  return {{"type", kind_name()}, {"vocab", vocab}};
 }
 
 std::vector<int64_t> CharTokenizer::encode(std::string_view text, std::string_view source) const {

@@ -27,7 +27,7 @@ class CharTokenizer : public Tokenizer {
   static CharTokenizer from_json(const nlohmann::json& doc, std::string_view source);
   nlohmann::json to_json() const;
 
-  std::string kind() const override { return "char"; }
+  TokenizerKind kind() const override { return TokenizerKind::kChar; }
   int64_t vocab_size() const override { return static_cast<int64_t>(vocab_.size()); }
   const std::vector<char32_t>& vocab() const { return vocab_; }
 

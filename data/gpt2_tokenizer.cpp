@@ -238,7 +238,7 @@ void Gpt2Tokenizer::save(const fs::path& dir) const {
   for (const std::string& m : merges_) merges += m + "\n";
   write_file_atomic(dir / "vocab.json", vocab.dump() + "\n");
   write_file_atomic(dir / "merges.txt", merges);
-  write_file_atomic(dir / "tokenizer.json", nlohmann::json{{"type", "gpt2"},
+  write_file_atomic(dir / "tokenizer.json", nlohmann::json{{"type", kind_name()},
                                                            {"vocab", "vocab.json"},
                                                            {"merges", "merges.txt"},
                                                            {"fingerprint", to_hex(fingerprint())}}

@@ -30,7 +30,7 @@ class Gpt2Tokenizer : public Tokenizer {
                                                    const std::filesystem::path& merges_txt);
   ~Gpt2Tokenizer() override;
 
-  std::string kind() const override { return "gpt2"; }
+  TokenizerKind kind() const override { return TokenizerKind::kGpt2; }
   int64_t vocab_size() const override { return static_cast<int64_t>(tokens_.size()); }
   std::vector<int64_t> encode(std::string_view text,
                               std::string_view source = "the text") const override;

@@ -219,7 +219,7 @@ float SentencePieceTokenizer::score(int64_t id) const {
 
 void SentencePieceTokenizer::save(const fs::path& dir) const {
   write_file_atomic(dir / "tokenizer.model", model_);
-  const nlohmann::json doc = {{"type", "sentencepiece"},
+  const nlohmann::json doc = {{"type", kind_name()},
                               {"model", "tokenizer.model"},
                               {"vocab_size", vocab_size_},
                               {"fingerprint", to_hex(fingerprint())}};

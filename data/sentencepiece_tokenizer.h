@@ -25,7 +25,7 @@ class SentencePieceTokenizer : public Tokenizer {
   static std::unique_ptr<SentencePieceTokenizer> from_file(const std::filesystem::path& path);
   ~SentencePieceTokenizer() override;
 
-  std::string kind() const override { return "sentencepiece"; }
+  TokenizerKind kind() const override { return TokenizerKind::kSentencePiece; }
   int64_t vocab_size() const override { return vocab_size_; }
   std::vector<int64_t> encode(std::string_view text,
                               std::string_view source = "the text") const override;

@@ -1,5 +1,6 @@
 #include "data/tokenizer.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -48,7 +49,7 @@ namespace {
 
 class ByteTokenizer : public Tokenizer {
  public:
-  std::string kind() const override { return "byte"; }
+  TokenizerKind kind() const override { return TokenizerKind::kByte; }
   int64_t vocab_size() const override { return 256; }
   std::vector<int64_t> encode(std::string_view text, std::string_view) const override {
     std::vector<int64_t> ids(text.size());
@@ -66,7 +67,7 @@ class ByteTokenizer : public Tokenizer {
     return std::string(1, static_cast<char>(id));
   }
   void save(const fs::path& dir) const override {
-    write_file_atomic(dir / "tokenizer.json", nlohmann::json{{"type", "byte"}}.dump() + "\n");
+    write_file_atomic(dir / "tokenizer.json", nlohmann::json{{"type", kind_name()}}.dump() + "\n");
   }
   uint64_t fingerprint() const override { return Fingerprint().add("byte").value(); }
   std::string describe() const override { return "bytes, 256 ids"; }
@@ -90,10 +91,19 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     throw std::runtime_error(path.string() + ": expected an object with a string \"type\"");
   }
   const std::string type = doc["type"];
-  if (type == "char")
+  const auto names = enum_names(TokenizerKind{});
+  const auto named = std::find(names.begin(), names.end(), type);
+  if (named == names.end()) {
+    std::string all;
+    for (const char* name : names) all += std::string(all.empty() ? "" : ", ") + name;
+    throw std::runtime_error(path.string() + ": tokenizer type \"" + type + "\" is not one of " +
+                             all);
+  }
+  const auto kind = static_cast<TokenizerKind>(named - names.begin());
+  if (kind == TokenizerKind::kChar)
     return std::make_unique<CharTokenizer>(CharTokenizer::from_json(doc, path.string()));
-  if (type == "byte") return make_byte_tokenizer();
-  if (type == "sentencepiece") {
+  if (kind == TokenizerKind::kByte) return make_byte_tokenizer();
+  if (kind == TokenizerKind::kSentencePiece) {
     const std::string model = doc.value("model", std::string("tokenizer.model"));
     if (model.find('/') != std::string::npos) {
       throw std::runtime_error(path.string() + ": \"model\" must name a file beside it");
@@ -105,7 +115,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     }
     return tokenizer;
   }
-  if (type == "gpt2") {
+  // TokenizerKind::kGpt2
+  {
     const auto beside = [&](const char* key, const char* fallback) {
       const std::string name = doc.value(key, std::string(fallback));
       if (name.find('/') != std::string::npos) {
@@ -121,8 +132,6 @@ std::unique_ptr<Tokenizer> load_tokenizer(const fs::path& dir) {
     }
     return tokenizer;
   }
-  throw std::runtime_error(path.string() + ": tokenizer type \"" + type +
-                           "\" is not one of char, byte, sentencepiece, gpt2");
 }
 
 }  // namespace tinylm

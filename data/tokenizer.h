@@ -8,6 +8,7 @@
 // relies on: encoding text in pieces split at its cut points gives the same ids as encoding
 // it whole, so a corpus can be tokenized in chunks.
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -18,11 +19,20 @@
 
 namespace tinylm {
 
+// The kinds, named as [data] tokenizer and tokenizer.json's "type" name them: decided here
+// only (train/run_config.h's key takes these names).
+// gpt2: GPT-2's byte-level BPE from a directory's vocab.json and merges.txt.
+enum class TokenizerKind { kChar, kByte, kSentencePiece, kGpt2 };
+constexpr std::array<const char*, 4> enum_names(TokenizerKind) {
+  return {"char", "byte", "sentencepiece", "gpt2"};
+}
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  virtual std::string kind() const = 0;  // "char", "byte", "sentencepiece" or "gpt2"
+  virtual TokenizerKind kind() const = 0;
+  std::string kind_name() const { return enum_names(kind())[static_cast<size_t>(kind())]; }
   virtual int64_t vocab_size() const = 0;
 
   // `source` names the text in errors ("the prompt", a file path).

@@ -64,7 +64,7 @@ AttentionResult attention(const torch::Tensor& q, const torch::Tensor& k, const 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& config, const HookScope& scope,
                                                  int64_t layer)
     : scope_(scope),
-      rotary_(config.pos_encoding == PosEncoding::kRope),
+      rotary_(config.positions().rotates),
       layer_(layer),
       n_head_(config.n_head),
       n_kv_head_(config.kv_heads()),

@@ -61,7 +61,7 @@ void ModelConfig::validate() const {
   require(n_embd % n_head == 0, "model.n_embd (" + std::to_string(n_embd) +
                                     ") must be divisible by model.n_head (" +
                                     std::to_string(n_head) + ")");
-  require(pos_encoding != PosEncoding::kRope || head_size() % 2 == 0,
+  require(!positions().rotates || head_size() % 2 == 0,
           "model.n_embd / model.n_head (the head size) must be even for rope (got " +
               std::to_string(head_size()) + ")");
   require(n_kv_head == 0 || n_head % n_kv_head == 0,

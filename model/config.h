@@ -7,19 +7,14 @@
 #include <vector>
 
 #include "model/config_key.h"
+#include "model/positions.h"
 
 namespace tinylm {
 
-// relative: T5's learned bias per head per bucket of distance; alibi: fixed linear penalties
-// (model/position_bias.h).
-enum class PosEncoding { kLearned, kSinusoidal, kRope, kNone, kRelative, kAlibi };
 enum class NormKind { kLayerNorm, kRmsNorm };
 // gelu_tanh: GELU by its tanh approximation, as GPT-2 was trained (Hugging Face's "gelu_new").
 enum class MlpKind { kGelu, kGeluTanh, kSwiglu };  // Linear 4C, GELU, Linear | LLaMA's gated MLP
 
-constexpr std::array<const char*, 6> enum_names(PosEncoding) {
-  return {"learned", "sinusoidal", "rope", "none", "relative", "alibi"};
-}
 constexpr std::array<const char*, 2> enum_names(NormKind) { return {"layernorm", "rmsnorm"}; }
 constexpr std::array<const char*, 3> enum_names(MlpKind) { return {"gelu", "gelu_tanh", "swiglu"}; }
 
@@ -46,14 +41,8 @@ struct ModelConfig {
   // SwiGLU's hidden width: 8C/3 rounded up to a multiple of 8, so that its three matrices
   // hold about the parameters of GELU's two C x 4C ones.
   int64_t swiglu_hidden() const { return (8 * n_embd / 3 + 7) / 8 * 8; }
-  // Positions that never enter the residual stream (rope, none, relative, alibi): cached keys
-  // and values stay valid when the window slides, so a KV cache can drop its oldest position
-  // and go on, and a window may be longer than block_size.
-  bool relative_positions() const {
-    return pos_encoding != PosEncoding::kLearned && pos_encoding != PosEncoding::kSinusoidal;
-  }
-  // Whether windows longer than block_size have positions: all but the learned table's.
-  bool extrapolates() const { return pos_encoding != PosEncoding::kLearned; }
+  // What the position encoding does (model/positions.h).
+  PositionTraits positions() const { return position_traits(pos_encoding); }
 
   // Throws std::invalid_argument naming the field ("model.n_head ...") and the allowed range.
   void validate() const;

@@ -37,7 +37,7 @@ class Stepper {
     if (!use_cache_) {
       logits = model_->forward(tokens.narrow(1, length - window, window));
     } else {
-      if (!c.relative_positions() && cache_.length() + fresh > c.block_size) {
+      if (!c.positions().slides() && cache_.length() + fresh > c.block_size) {
         cache_.clear();  // every position in the window moved: re-encode it
       }
       if (cache_.length() == 0) fresh = window;

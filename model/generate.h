@@ -5,9 +5,9 @@
 // With the cache each step runs the new token only. Past block_size the window slides:
 // with relative positions (rope, none, relative, alibi) the cache drops its oldest
 // position; with absolute ones (learned, sinusoidal) the window is re-encoded from scratch,
-// since every position in it moves. Re-encoding gives exactly the logits of running without a cache. Dropping does
-// so for one layer; in deeper models a cached key above layer 0 still carries what its
-// token saw when it was computed, which reaches further back than the window (as in
+// since every position in it moves. Re-encoding gives exactly the logits of running without a
+// cache. Dropping does so for one layer; in deeper models a cached key above layer 0 still carries
+// what its token saw when it was computed, which reaches further back than the window (as in
 // sliding-window attention).
 
 #include <cstdint>
@@ -20,9 +20,11 @@
 
 namespace tinylm {
 
+// The one source of the sampling defaults: `sample`, `bench` and a config's [sample] all
+// start from these (nanoGPT's sample.py: temperature 0.8, top_k 200).
 struct SamplingOptions {
-  double temperature = 1.0;  // 0 = greedy (argmax)
-  int64_t top_k = 0;         // 0 = off; else keep the k most likely tokens
+  double temperature = 0.8;  // 0 = greedy (argmax); 1 = the model's own distribution
+  int64_t top_k = 200;       // 0 = off; else keep the k most likely tokens
   double top_p = 1.0;        // 1 = off; else keep the smallest set with mass >= top_p
 };
 

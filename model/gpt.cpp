@@ -19,7 +19,7 @@ torch::Tensor sinusoidal_positions(int64_t block_size, int64_t n_embd) {
 
 TransformerImpl::TransformerImpl(const ModelConfig& config, const HookScope& scope) {
   wte = register_module("wte", torch::nn::Embedding(config.vocab_size, config.n_embd));
-  if (config.pos_encoding == PosEncoding::kLearned) {
+  if (config.positions().learned_table) {
     wpe = register_module("wpe", torch::nn::Embedding(config.block_size, config.n_embd));
   }
   auto blocks = register_module("h", torch::nn::ModuleList());
@@ -45,7 +45,7 @@ GPTImpl::GPTImpl(ModelConfig config)
   if (!config_.tie_weights) {
     lm_head = register_module("lm_head", Linear(config_.n_embd, config_.vocab_size, false));
   }
-  if (config_.pos_encoding == PosEncoding::kSinusoidal) {
+  if (config_.positions().adds_table && !config_.positions().learned_table) {
     sinusoid_ =
         register_buffer("sinusoid", sinusoidal_positions(config_.block_size, config_.n_embd));
   }
@@ -84,18 +84,22 @@ torch::Tensor GPTImpl::forward_impl(const torch::Tensor& idx, KVCache* cache) {
   const int64_t T = idx.size(1);
   int64_t first = 0;  // the position of idx's first token in the window
   if (cache) {
-    if (config_.relative_positions()) cache->make_room(T);
+    if (config_.positions().slides()) cache->make_room(T);
     first = cache->length();
   }
   // Past block_size only without a cache, and only where positions extend: a cache holds
   // block_size positions, the learned table has block_size rows.
-  if (first + T > config_.block_size && (cache || !config_.extrapolates())) {
+  if (first + T > config_.block_size && (cache || !config_.positions().extrapolates)) {
     throw std::invalid_argument(
         "sequence of length " + std::to_string(first + T) + (cache ? " (with the cache)" : "") +
         " is longer than model.block_size " + std::to_string(config_.block_size) +
         (cache ? "" : ", and learned positions have no row past it"));
   }
-  torch::Tensor x = hook_embed_(transformer->wte(idx));  // (B, T, C)
+  torch::Tensor x = transformer->wte(idx);  // (B, T, C)
+  if (const double scale = config_.positions().token_scale(config_.n_embd); scale != 1.0) {
+    x = x * scale;
+  }
+  x = hook_embed_(x);
   if (const torch::Tensor p = positions(first + T); p.defined()) {
     x = x + hook_pos_embed_(p.slice(0, first));  // (T, C) over B
   }

@@ -1,11 +1,12 @@
 #pragma once
-// The GPT: token embedding + positions (learned or sinusoidal added to the stream; rope,
-// relative or alibi inside attention; or none) -> n_layer pre-norm blocks -> ln_f -> lm_head (tied
+// The GPT: token embedding + positions (learned or sinusoidal added to the stream, the tokens
+// scaled by sqrt(C) for sinusoidal; rope, relative or alibi inside attention; or none: what
+// each does is model/positions.h's) -> n_layer pre-norm blocks -> ln_f -> lm_head (tied
 // to the token embedding by default). Parameter names are nanoGPT's (transformer.wte.weight,
 // transformer.h.0.attn.c_attn.weight, ...), so a state dict reads the same in both worlds. Knows
-// nothing about files or tokenizers. Hook points: hook_embed (B, T, C), hook_pos_embed (T, C) for
-// learned and sinusoidal, the blocks' (model/block.h, model/attention.h), and ln_f.hook_normalized
-// (B, T, C).
+// nothing about files or tokenizers. Hook points: hook_embed (B, T, C, after the scale),
+// hook_pos_embed (T, C) for learned and sinusoidal, the blocks' (model/block.h, model/attention.h),
+// and ln_f.hook_normalized (B, T, C).
 
 #include <map>
 #include <string>
@@ -80,10 +81,8 @@ class GPTImpl : public torch::nn::Module {
   torch::Device device() const { return transformer->wte->weight.device(); }
 
  private:
-  HookPoint hook_embed_{scope_, "hook_embed"};  // (B, T, C)
-  HookPoint hook_pos_embed_{scope_, "hook_pos_embed",
-                            config_.pos_encoding == PosEncoding::kLearned ||
-                                config_.pos_encoding == PosEncoding::kSinusoidal};  // (T, C)
+  HookPoint hook_embed_{scope_, "hook_embed"};                                          // (B, T, C)
+  HookPoint hook_pos_embed_{scope_, "hook_pos_embed", config_.positions().adds_table};  // (T, C)
 
  public:
   Transformer transformer;  // the blocks' hook points come here in the list

@@ -23,9 +23,16 @@ struct PredictionSpan {
   int64_t to = -1;
 };
 
-// windows (N, T + 1) int64, on any device: inputs [:, :T], targets [:, 1:]. Runs `batch`
-// windows per forward pass, without gradients and in eval mode (restored after); sums in
-// float32 within a batch and in double across batches. Hooks attached to the model apply.
+// The most float32 logits one forward pass may hold: GPT-2's 1024 x 50257 logits are
+// 206 MB a window, so its 32 windows at once would be 6.6 GB (and cross entropy's
+// log-softmax as much again).
+inline constexpr int64_t kWindowLossLogitsBytes = int64_t{256} << 20;
+
+// windows (N, T + 1) int64, on any device: inputs [:, :T], targets [:, 1:]. Runs up to
+// `batch` windows per forward pass, fewer where their logits would pass
+// kWindowLossLogitsBytes (at least one), without gradients and in eval mode (restored
+// after); sums in float32 within a pass and in double across passes. Hooks attached to the
+// model apply.
 WindowLoss window_loss(GPT& model, const torch::Tensor& windows, int64_t batch = 32,
                        PredictionSpan span = {});
 

@@ -228,10 +228,13 @@ def main():
             logits = gpt2_forward(cfg, weights["hub"], np.array(ids), weights["hub"]["wte.weight"])
             ids.append(int(np.argmax(logits[-1])))
         want = bytes(unmap[ch] for i in ids[1:] for ch in inverse[i])
-        command = [tinylm, "sample", path("hub-run"), "--bos", "--prompt", "", "--temperature", "0",
+        # --bos alone: the context is <|endoftext|> alone, as run.c starts (not the run's
+        # default prompt after it).
+        command = [tinylm, "sample", path("hub-run"), "--bos", "--temperature", "0",
                    "--max-new-tokens", "8", "--num-samples", "1"]
         r = subprocess.run(command + ["--bytes"], capture_output=True)
         assert r.returncode == 0 and r.stdout.rstrip(b"\n") == want.rstrip(b"\n"), (r.stdout, want)
+        command += ["--prompt", ""]  # the same, said in full
         # Without --bytes the text is valid UTF-8: what is not becomes U+FFFD, as Python's
         # errors="replace" writes it.
         r = subprocess.run(command, capture_output=True)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A tinylm run read from Python with nothing but json and numpy.
 
-Trains four tiny runs with the tinylm binary, the GPT-2 block, the modern one (rotary
-positions, RMSNorm, SwiGLU, grouped-query attention), and T5's relative and ALiBi's
-positions, then reads config.json,
+Trains a tiny run per position encoding with the tinylm binary: the GPT-2 block (learned),
+the modern one (rotary positions, RMSNorm, SwiGLU, grouped-query attention), T5's relative
+and ALiBi's positions, Vaswani's sinusoids (tokens scaled by sqrt(C)) and none; then reads config.json,
 tokenizer.json and model.safetensors by hand (8-byte header length, JSON header, raw
 little-endian bytes), checks names and shapes against docs/FORMATS.md, runs the GPT forward pass
 in numpy (float64), and checks that its loss on a text equals `tinylm eval --text` to 1e-5.
@@ -152,6 +152,11 @@ def forward(w, cfg, idx, patterns=None):
     x = w["transformer.wte.weight"][idx]
     if cfg["pos_encoding"] == "learned":
         x = x + w["transformer.wpe.weight"][:T]
+    if cfg["pos_encoding"] == "sinusoidal":  # Vaswani et al. 3.4 and 3.5
+        angle = np.arange(T)[:, None] / 10000.0 ** (np.arange(0, C, 2) / C)  # (T, C / 2)
+        table = np.zeros((T, C))
+        table[:, 0::2], table[:, 1::2] = np.sin(angle), np.cos(angle)
+        x = x * math.sqrt(C) + table
     mask = np.triu(np.ones((T, T), dtype=bool), 1)
     for i in range(cfg["n_layer"]):
         p = f"transformer.h.{i}."
@@ -189,7 +194,8 @@ def main():
     binary, source = sys.argv[1], sys.argv[2]
     blocks = ["", 'pos_encoding = "rope"\nnorm = "rmsnorm"\nmlp = "swiglu"\nn_kv_head = 1\n',
               'pos_encoding = "relative"\nnum_buckets = 8\nmax_distance = 12\n',
-              'pos_encoding = "alibi"\nn_head = 4\nmlp = "gelu_tanh"\n']
+              'pos_encoding = "alibi"\nn_head = 4\nmlp = "gelu_tanh"\n',
+              'pos_encoding = "sinusoidal"\n', 'pos_encoding = "none"\n']
     for block in blocks:
         check_run(binary, source, block)
     print(f"{len(blocks)} passed, 0 failed")
@@ -210,6 +216,8 @@ def check_run(binary, source, block):
 
         check_checksums(run)
         cfg = json.load(open(os.path.join(run, "config.json")))
+        scale = math.sqrt(cfg["n_embd"]) if cfg["pos_encoding"] == "sinusoidal" else 1.0
+        assert cfg["token_scale"] == scale, (cfg["pos_encoding"], cfg["token_scale"])
         vocab = json.load(open(os.path.join(run, "tokenizer.json")))["vocab"]
         weights = read_safetensors(os.path.join(run, "model.safetensors"))
         shapes = {k: tuple(v.shape) for k, v in weights.items()}

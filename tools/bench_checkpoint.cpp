@@ -12,6 +12,7 @@
 
 #include "data/io/atomic_file.h"
 #include "data/io/checksum.h"
+#include "data/io/made_directory.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 
@@ -62,6 +63,8 @@ std::pair<int, uint64_t> files_in(const fs::path& dir) {
 
 void bench_checkpoint(const RunConfig& config, const Tokenizer& tokenizer, int repeats,
                       const fs::path& dir, bool json) {
+  // Its own directory, made here and removed after: never one that holds anything else.
+  const MadeDirectory made(dir, "--checkpoint-dir");
   GPT model(config.model);
   auto init = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(config.train.seed));
   model->init_weights(init);
@@ -80,7 +83,6 @@ void bench_checkpoint(const RunConfig& config, const Tokenizer& tokenizer, int r
     const TrainingState loaded = load_training_state(dir);
     load_optimizer(dir, restored, loaded.step, loaded.step);
   });
-  fs::remove_all(dir);
   const double mb = static_cast<double>(bytes) / 1e6;
   if (json) {
     const auto cost = [](const Cost& c) {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <spdlog/spdlog.h>
@@ -30,6 +31,8 @@
 
 namespace tinylm {
 namespace {
+
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
@@ -98,7 +101,7 @@ double flops_per_token(GPT& model) {
 }
 
 struct BenchArgs {
-  std::string config_path = "configs/shakespeare_char.toml";
+  std::string config_path;  // empty: the bundled recipe (bundled_config)
   int threads = 0, repeats = 5, steps = 20;
   std::string device = "cpu";
   int64_t num_samples = 8, max_new_tokens = 500;
@@ -220,7 +223,8 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
 }
 
 // From a one-token prompt, at batch 1 and batch N, with and without the KV cache.
-std::vector<SamplingSpeed> measure_sampling(GPT& model, const BenchArgs& args) {
+std::vector<SamplingSpeed> measure_sampling(GPT& model, const RunConfig& config,
+                                            const BenchArgs& args) {
   std::vector<SamplingSpeed> speeds;
   for (const int64_t batch : {int64_t{1}, args.num_samples}) {
     for (const bool cache : {true, false}) {
@@ -229,7 +233,7 @@ std::vector<SamplingSpeed> measure_sampling(GPT& model, const BenchArgs& args) {
       g.max_new_tokens = args.max_new_tokens;
       g.num_samples = batch;
       g.use_cache = cache;
-      g.sampling = {0.8, 200, 1.0};
+      g.sampling = config.sample.sampling();
       auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
       const double s = median_seconds(1, args.repeats, [&] { generate(model, {0}, g, rng); });
       speeds.push_back({batch, cache, static_cast<double>(batch * g.max_new_tokens) / s});
@@ -345,11 +349,30 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
   if (!t.profile.categories.empty()) print_profile(t.profile);
 }
 
-int run_bench(const BenchArgs& args) {
+// configs/shakespeare_char.toml of the source tree the binary was built in (build/tinylm ->
+// configs/), wherever bench is run from.
+std::string bundled_config() {
+  const fs::path binary = fs::read_symlink("/proc/self/exe");
+  for (const fs::path& root : {binary.parent_path().parent_path(), binary.parent_path()}) {
+    const fs::path config = root / "configs" / "shakespeare_char.toml";
+    if (fs::exists(config)) return config.string();
+  }
+  throw UsageError("no CONFIG given, and no configs/shakespeare_char.toml beside " +
+                   binary.string() + ": pass the config to measure");
+}
+
+int run_bench(BenchArgs args) {
   set_threads(args.threads);
   const torch::Device device = parse_device(args.device);
+  // bench removes what --checkpoint writes: only a directory it makes itself.
+  if (args.checkpoint && fs::exists(fs::symlink_status(args.checkpoint_dir))) {
+    throw UsageError("--checkpoint-dir: " + args.checkpoint_dir +
+                     " exists; bench writes its checkpoints into a new directory and removes it "
+                     "after, so name one that does not exist yet");
+  }
   BenchReport report;
   report.start_rss_mb = rss_mb(false);
+  if (args.config_path.empty()) args.config_path = bundled_config();
   RunConfig config = load_config_with_overrides(args.config_path, args.overrides, true);
   RunDataOptions data_options;
   data_options.progress = false;
@@ -384,7 +407,7 @@ int run_bench(const BenchArgs& args) {
   report.training.mfu = mfu_over(report.matmul[own]);
   report.training.mfu_gemm = mfu_over(report.matmul[own + 1]);
   report.training.mfu_fastest = mfu_over(*fastest);
-  report.sampling = measure_sampling(model, args);
+  report.sampling = measure_sampling(model, config, args);
   report.peak_rss_mb = rss_mb(true);
   if (args.json) {
     std::printf("%s\n", report_json(report, args, config, device).dump(2).c_str());
@@ -401,7 +424,7 @@ Command add_bench_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("bench", "Measure matmul rate, training and sampling speed, memory");
   cmd->add_option("config", args->config_path,
-                  "The config to measure (default: configs/shakespeare_char.toml)");
+                  "The config to measure (default: the bundled configs/shakespeare_char.toml)");
   add_threads_flag(cmd, args->threads);
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N: where the model and matmuls run");
   cmd->add_option("--repeats", args->repeats, "Measured repeats of each figure (median)")
@@ -416,7 +439,8 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_flag("--checkpoint", args->checkpoint,
                 "Measure only checkpoint save and load: their fsync and checksum shares");
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
-                  "Where --checkpoint writes (removed after; default runs/bench-checkpoint)");
+                  "A new directory for --checkpoint to write and remove after (default "
+                  "runs/bench-checkpoint); one that exists is refused");
   return with_overrides(cmd, args->overrides, "--train.dtype=bfloat16",
                         [args] { return run_bench(*args); });
 }

@@ -196,7 +196,7 @@ OpenRun open_run(const RunFlags& flags) {
 
 int64_t window_context(const ModelConfig& c, int64_t context, const std::string& run) {
   if (context <= 0) return c.block_size;
-  if (context > c.block_size && !c.extrapolates()) {
+  if (context > c.block_size && !c.positions().extrapolates) {
     throw std::runtime_error(
         "--context " + std::to_string(context) + " is past model.block_size " +
         std::to_string(c.block_size) + " of " + run +

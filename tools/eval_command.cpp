@@ -78,10 +78,11 @@ int run_eval(const EvalArgs& args) {
   const double bpb = bits_per_byte(score.loss, tokens.tokens_per_byte());
   const double perplexity = std::exp(score.loss), bits = score.loss / std::log(2.0);
   if (args.json) {
-    const nlohmann::json out = {{"loss", score.loss},         {"perplexity", perplexity},
-                                {"bits_per_token", bits},     {"bits_per_byte", bpb},
-                                {"tokens", score.tokens},     {"context", context},
-                                {"bytes", tokens.text_bytes}, {"tokenizer", run.tokenizer->kind()}};
+    const nlohmann::json out = {
+        {"loss", score.loss},         {"perplexity", perplexity},
+        {"bits_per_token", bits},     {"bits_per_byte", bpb},
+        {"tokens", score.tokens},     {"context", context},
+        {"bytes", tokens.text_bytes}, {"tokenizer", run.tokenizer->kind_name()}};
     std::printf("%s\n", out.dump().c_str());
     return 0;
   }

@@ -106,7 +106,7 @@ int run_export(const ExportArgs& args) {
     spdlog::warn(
         "{} has a {} tokenizer, which nanoGPT cannot read: its sample.py will "
         "decode the ids with GPT-2's BPE instead",
-        args.run, run.tokenizer->kind());
+        args.run, run.tokenizer->kind_name());
   }
   output.keep();
   return 0;

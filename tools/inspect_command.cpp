@@ -35,13 +35,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The first `n` tokens of the val split as text: the prompt when the user gives none.
-std::string default_prompt(const LoadedRun& run, const torch::Tensor& val, int64_t n) {
-  std::vector<int64_t> ids(val.data_ptr<int64_t>(),
-                           val.data_ptr<int64_t>() + std::min(n, val.numel()));
-  return run.tokenizer->decode(ids);
-}
-
 // N random windows of T + 1 tokens (T = block_size, or less for a short text).
 torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, int64_t n,
                              torch::Generator& generator, const std::string& source) {
@@ -62,7 +55,7 @@ struct InspectArgs {
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
        patch = false, composition = false, attribution = false, circuits = false, geometry = false,
        positions = false, drift = false;
-  int64_t windows = 32, probes = 8, seed = 0, position = -1, context = 0;
+  int64_t windows = 32, probes = 8, seed = kDefaultSeed, position = -1, context = 0;
   int threads = 0;
   std::string device = "cpu";
 };
@@ -135,23 +128,26 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
     out.step = load_training_state(args.run).step;
   InspectData data;
   torch::Tensor tokens;
-  std::string prompt = args.prompt;
   const bool reads_prompt = v.attention || v.lens || v.attribution;
-  if (v.heads || v.ablate || v.positions || v.drift || (reads_prompt && prompt.empty())) {
+  if (v.heads || v.ablate || v.positions || v.drift || (reads_prompt && args.prompt.empty())) {
     std::tie(tokens, data.source) = text_tokens(run, args);
   }
-  if (prompt.empty() && reads_prompt) {
-    prompt = default_prompt(run, tokens, std::min<int64_t>(mc.block_size, 128));
+  // The prompt is encoded once, here: the attention maps, the lens and attribution read it.
+  torch::Tensor prompt;  // (T,)
+  if (reads_prompt && !args.prompt.empty()) {
+    prompt = encode_prompt(out, run, args.prompt);
+  } else if (reads_prompt) {
+    prompt = tokens.slice(0, 0, std::min<int64_t>(mc.block_size, 128)).clone();
     out.notes.push_back(
         "no --prompt: the attention maps, logit lens and attribution read the first " +
-        std::to_string(run.tokenizer->encode(prompt).size()) + " tokens of " + data.source);
+        std::to_string(prompt.numel()) + " tokens of " + data.source);
   }
   if (v.heads || v.ablate) {
     auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args.seed));
     data.windows = random_windows(tokens, mc.block_size, args.windows, rng, data.source);
     data.probe = repeated_random_tokens(args.probes, probe_half_length(mc), mc.vocab_size, rng);
   }
-  if (v.attention) out.attention = inspect_attention(out, run, prompt);
+  if (v.attention) out.attention = inspect_attention(run, prompt);
   if (v.heads) out.heads = inspect_heads(run, data);
   if (v.ablate) {
     spdlog::info("ablating {} heads, two ways, on {} windows...", mc.n_layer * mc.n_head,
@@ -159,7 +155,7 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
     out.ablation = inspect_ablation(run, data);
   }
   if (v.priors) out.priors = inspect_priors(out, run);
-  if (v.lens) out.lens = inspect_logit_lens(out, run, prompt);
+  if (v.lens) out.lens = inspect_logit_lens(run, prompt);
   if (v.composition) out.composition = composition_scores(run.model);
   if (v.circuits) out.circuits = token_circuits(run.model);
   if (v.geometry) {
@@ -168,16 +164,16 @@ Inspection inspect(LoadedRun& run, const InspectArgs& args, const Views& v) {
   }
   if (v.positions) {
     // By default as far as the positions go: 4x block_size where they extrapolate.
-    const int64_t context = args.context > 0    ? window_context(mc, args.context, args.run)
-                            : mc.extrapolates() ? 4 * mc.block_size
-                                                : mc.block_size;
+    const int64_t context = args.context > 0 ? window_context(mc, args.context, args.run)
+                            : mc.positions().extrapolates ? 4 * mc.block_size
+                                                          : mc.block_size;
     out.position_loss = inspect_position_loss(run, tokens, data.source, context);
   }
   if (v.drift) out.drift = inspect_context_drift(run, tokens, data.source, args.drift_token);
   if (v.analogy) out.analogy = inspect_analogy(run, args.analogy);
   // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
-  if (v.attribution && (args.attribution || run.tokenizer->encode(prompt).size() >= 2)) {
-    out.attribution = inspect_attribution(out, run, prompt);
+  if (v.attribution && (args.attribution || prompt.numel() >= 2)) {
+    out.attribution = inspect_attribution(run, prompt);
   } else if (v.attribution) {
     out.notes.push_back("the prompt is one token: no logit attribution (it needs a next token)");
   }
@@ -291,7 +287,9 @@ Command add_inspect_command(CLI::App& app) {
       ->check(integer_flag(between(1, 100000)));
   cmd->add_option("--probes", args->probes, "Sequences in the induction probe")
       ->check(integer_flag(between(1, 10000)));
-  cmd->add_option("--seed", args->seed, "Seed for the windows and the probe")
+  cmd->add_option(
+         "--seed", args->seed,
+         "Seed for the windows and the probe (default " + std::to_string(kDefaultSeed) + ")")
       ->check(integer_flag(at_least(0)));
   cmd->add_option("--html", args->html, "Write the self-contained HTML report here");
   cmd->add_option("--json", args->json, "Write the JSON document here (- for stdout)");

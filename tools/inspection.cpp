@@ -15,22 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::string& prompt) {
-  std::vector<int64_t> ids = run.tokenizer->encode(prompt, "the prompt");
-  const size_t T = static_cast<size_t>(run.model->config().block_size);
-  if (ids.empty()) throw std::invalid_argument("the prompt is empty");
-  if (ids.size() > T) {
-    const std::string note = "the prompt has " + std::to_string(ids.size()) +
-                             " tokens, more than "
-                             "block_size " +
-                             std::to_string(T) + ": inspected its last " + std::to_string(T);
-    if (std::find(out.notes.begin(), out.notes.end(), note) == out.notes.end())
-      out.notes.push_back(note);
-    ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(T));
-  }
-  return torch::tensor(ids, torch::kInt64);  // (T,)
-}
-
 // The metrics file of a run directory; best/ has none of its own: its run's is one level up.
 fs::path metrics_path(const fs::path& run_dir) {
   fs::path dir = fs::absolute(run_dir).lexically_normal();
@@ -132,8 +116,20 @@ std::string visible_token(const std::string& piece) {
   return out;
 }
 
-AttentionView inspect_attention(Inspection& out, LoadedRun& run, const std::string& prompt) {
-  const torch::Tensor ids = encode_prompt(out, run, prompt);  // (T,)
+torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::string& prompt) {
+  std::vector<int64_t> ids = run.tokenizer->encode(prompt, "the prompt");
+  const size_t T = static_cast<size_t>(run.model->config().block_size);
+  if (ids.empty()) throw std::invalid_argument("the prompt is empty");
+  if (ids.size() > T) {
+    out.notes.push_back("the prompt has " + std::to_string(ids.size()) +
+                        " tokens, more than block_size " + std::to_string(T) +
+                        ": inspected its last " + std::to_string(T));
+    ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(T));
+  }
+  return torch::tensor(ids, torch::kInt64);  // (T,)
+}
+
+AttentionView inspect_attention(LoadedRun& run, const torch::Tensor& ids) {
   const CachedRun cached =
       run_with_cache(run.model, ids.unsqueeze(0), names_ending_with("attn.hook_pattern"));
   std::vector<torch::Tensor> layers;
@@ -163,13 +159,11 @@ Priors inspect_priors(Inspection& out, LoadedRun& run) {
   return priors;
 }
 
-LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt, int64_t k) {
-  const torch::Tensor ids = encode_prompt(out, run, prompt);  // (T,)
+LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k) {
   return {ids, logit_lens(run.model, ids.unsqueeze(0), k)};
 }
 
-AttributionView inspect_attribution(Inspection& out, LoadedRun& run, const std::string& prompt) {
-  const torch::Tensor ids = encode_prompt(out, run, prompt);  // (T,)
+AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids) {
   if (ids.numel() < 2)
     throw std::invalid_argument("logit attribution needs a prompt of at least 2 tokens");
   return {ids, logit_attribution(run.model, ids)};

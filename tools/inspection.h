@@ -134,14 +134,16 @@ struct Inspection {
 // "\n" -> "↵", "\x01"), so that no piece looks blank or like another in a table.
 std::string visible_token(const std::string& piece);
 
-// `prompt` must already be encodable; longer than block_size keeps the last block_size tokens.
-AttentionView inspect_attention(Inspection& out, LoadedRun& run, const std::string& prompt);
+// The prompt's ids (T,) as the views read them: longer than block_size keeps the last
+// block_size tokens, with a note. The one place inspect encodes a prompt.
+torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::string& prompt);
+// `ids` (T,): a prompt, at most block_size tokens.
+AttentionView inspect_attention(LoadedRun& run, const torch::Tensor& ids);
 HeadsView inspect_heads(LoadedRun& run, const InspectData& data);
 AblationView inspect_ablation(LoadedRun& run, const InspectData& data);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
-LensView inspect_logit_lens(Inspection& out, LoadedRun& run, const std::string& prompt,
-                            int64_t k = 5);
-AttributionView inspect_attribution(Inspection& out, LoadedRun& run, const std::string& prompt);
+LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k = 5);
+AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids);
 // The texts must encode to the same number of tokens, at most block_size; position -1 is
 // the last token.
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,

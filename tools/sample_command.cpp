@@ -37,7 +37,11 @@ struct SampleArgs {
 SampleConfig sample_config(const RunConfig& config, const SampleArgs& args) {
   RunConfig checked = config;
   SampleConfig& s = checked.sample;
-  if (args.prompt) s.prompt = *args.prompt;
+  if (args.prompt) {
+    s.prompt = *args.prompt;
+  } else if (args.bos) {
+    s.prompt.clear();  // --bos alone starts from the BOS token alone, as run.c does
+  }
   if (args.stop) s.stop = *args.stop;
   if (args.max_new_tokens) s.max_new_tokens = *args.max_new_tokens;
   if (args.top_k) s.top_k = *args.top_k;
@@ -152,7 +156,7 @@ int run_sample(const SampleArgs& args) {
   GenerationOptions options;
   options.max_new_tokens = s.max_new_tokens;
   options.num_samples = s.num_samples;
-  options.sampling = {s.temperature, s.top_k, s.top_p};
+  options.sampling = s.sampling();
   options.use_cache = !args.no_cache;
   auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.seed));
 

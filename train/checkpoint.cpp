@@ -71,15 +71,22 @@ void notice_unverified(const fs::path& dir) {
   }
 }
 
-// state.json, checked against its own checksum. A document without one is from before
-// checksums (format 1): returned as it is, with a notice.
+// state.json, checked against its own checksum. Only a document of format 1, from before
+// checksums, may lack one: returned as it is, with a notice. From format 2 on a missing
+// checksum is damage (a flipped byte in the key's name), never a reason to trust the files.
 json read_state(const fs::path& dir) {
   const fs::path path = dir / kState;
   json doc = read_json(path);
   if (!doc.is_object()) throw IntegrityError(path.string() + " is not a JSON object");
   if (!doc.contains("checksum")) {
-    notice_unverified(dir);
-    return doc;
+    if (doc.contains("format") && doc["format"] == 1) {
+      notice_unverified(dir);
+      return doc;
+    }
+    const std::string format = doc.contains("format") ? doc["format"].dump() : "(missing)";
+    throw IntegrityError(path.string() + " has no \"checksum\": format " + format +
+                         " requires one (only format 1, from before checksums, has none); the "
+                         "file is corrupted");
   }
   const json& recorded = doc["checksum"];
   const std::string computed = state_checksum(doc);
@@ -224,7 +231,9 @@ const char* type_words(const ConfigValue& like) {
 }  // namespace
 
 json model_config_to_json(const ModelConfig& c) {
-  json doc = {{"vocab_size", c.vocab_size}};
+  // token_scale: what the token embeddings are multiplied by (model/positions.h), for
+  // readers that compute the forward pass themselves.
+  json doc = {{"vocab_size", c.vocab_size}, {"token_scale", c.positions().token_scale(c.n_embd)}};
   for (const ConfigKey<ModelConfig>& k : model_keys()) doc[k.name] = to_json(k.get(c));
   return doc;
 }
@@ -261,6 +270,13 @@ ModelConfig model_config_from_json(const json& doc, const std::string& source) {
     c.validate();
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(source + ": " + e.what());
+  }
+  // A sinusoidal run from before the sqrt(C) token scale learned without it: loaded now, it
+  // would compute something else, so it is refused rather than silently changed.
+  if (c.positions().scales_tokens && !doc.contains("token_scale")) {
+    throw std::runtime_error(source +
+                             ": this sinusoidal run was trained before tinylm scaled "
+                             "token embeddings by sqrt(n_embd); train it again");
   }
   return c;
 }

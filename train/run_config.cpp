@@ -68,7 +68,7 @@ void set_key(const ConfigKey<RunConfig>& k, RunConfig& config, const toml::node&
 }
 
 // What a key of this value's type accepts when nothing narrows it, for the key table.
-const char* type_words(const ConfigValue& value) {
+const char* table_words(const ConfigValue& value) {
   switch (value.index()) {
     case 0: return "true, false";
     case 1: return "an integer";
@@ -432,7 +432,7 @@ std::string config_key_table() {
   for (const ConfigKey<RunConfig>& k : run_keys()) {
     const ConfigValue value = k.get(defaults);
     std::string accepts = k.accepts.summary();
-    if (accepts.empty()) accepts = type_words(value);
+    if (accepts.empty()) accepts = table_words(value);
     out += "| `" + k.name + "` | `" + cell(config_value_text(value)) + "` | " + cell(accepts) +
            " | " + cell(k.help) + " |\n";
   }

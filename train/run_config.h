@@ -9,22 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "model/config.h"
+#include "model/generate.h"
 
 namespace tinylm {
 
+// The seed of every command that draws (train, sample, inspect) when none is given.
+inline constexpr int64_t kDefaultSeed = 1337;
+
 enum class DataSource { kFile, kInduction };  // a text corpus | data/induction_corpus.h
-// gpt2: GPT-2's byte-level BPE from a directory's vocab.json and merges.txt (data.tokenizer_model).
-enum class TokenizerKind { kChar, kByte, kSentencePiece, kGpt2 };
 enum class SentencePieceModel { kBpe, kUnigram };
 enum class Sampling { kRandom, kEpoch };  // uniform windows | every window once per epoch
 enum class Dtype { kAuto, kFloat32, kBfloat16 };
 enum class OptimizerKind { kAdamW, kMuon };
 
 constexpr std::array<const char*, 2> enum_names(DataSource) { return {"file", "induction"}; }
-constexpr std::array<const char*, 4> enum_names(TokenizerKind) {
-  return {"char", "byte", "sentencepiece", "gpt2"};
-}
 constexpr std::array<const char*, 2> enum_names(SentencePieceModel) { return {"bpe", "unigram"}; }
 constexpr std::array<const char*, 2> enum_names(Sampling) { return {"random", "epoch"}; }
 constexpr std::array<const char*, 3> enum_names(Dtype) { return {"auto", "float32", "bfloat16"}; }
@@ -68,7 +68,7 @@ struct TrainConfig {
   int64_t eval_iters = 20;
   int64_t log_interval = 10;
   bool snapshots = true;  // train/snapshots.h
-  int64_t seed = 1337;
+  int64_t seed = kDefaultSeed;
   Dtype dtype = Dtype::kAuto;  // train/precision.h chooses
   std::string device = "cpu";
   double dist_timeout_s = 60.0;
@@ -77,12 +77,14 @@ struct TrainConfig {
 struct SampleConfig {
   std::string prompt = "\n";
   int64_t max_new_tokens = 500;
-  double temperature = 0.8;
-  int64_t top_k = 200;
-  double top_p = 1.0;
+  double temperature = SamplingOptions{}.temperature;  // the defaults are model/generate.h's
+  int64_t top_k = SamplingOptions{}.top_k;
+  double top_p = SamplingOptions{}.top_p;
   int64_t num_samples = 1;
-  int64_t seed = 1337;
+  int64_t seed = kDefaultSeed;
   std::string stop;
+
+  SamplingOptions sampling() const { return {temperature, top_k, top_p}; }
 };
 
 // A bound against typos (a sample this long is megabytes of text).

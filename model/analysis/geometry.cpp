@@ -38,8 +38,8 @@ PositionGeometry position_geometry(GPT& model, int64_t max_positions, int64_t ma
   const ModelConfig& c = model->config();
   const int64_t P = std::min(c.block_size, max_positions);
   PositionGeometry g;
-  g.kind = enum_names(c.pos_encoding)[static_cast<size_t>(c.pos_encoding)];
-  if (c.pos_encoding == PosEncoding::kRope) {
+  g.kind = name_of(c.pos_encoding);
+  if (c.positions().rotates) {
     const RopeTables t = rope_tables(P, c.head_size());  // cos, sin (P, hs / 2)
     g.similarity = (t.cos.matmul(t.cos.t()) + t.sin.matmul(t.sin.t())).to(torch::kFloat64) /
                    static_cast<double>(c.head_size() / 2);

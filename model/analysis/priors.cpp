@@ -22,9 +22,11 @@ Priors head_priors(GPT& model, int64_t max_positions, int64_t max_vocab, bool ov
       const HeadProjections p = project_rows(block, positions);
       pos_scores.push_back(attention_scores(p.q, p.k, /*causal=*/true));  // (nh, P, P)
     } else if (block->attn->rotary() || block->attn->has_score_bias()) {
-      // Positions inside attention: no content (x = 0, so q and k come from the biases),
-      // then rotated (rope) or the score bias added (relative, alibi).
-      const HeadProjections p = project_rows(block, torch::zeros({P, c.n_embd}));
+      // Positions inside attention act on content: the mean token embedding stands at every
+      // position, then q and k are rotated there (rope) or the score bias is added
+      // (relative, alibi). With x = 0, rope's q and k would be the biases alone (zero
+      // without them): a uniform pattern that says nothing about the head.
+      const HeadProjections p = project_rows(block, embedding.mean(0).expand({P, c.n_embd}));
       torch::Tensor q = p.q, k = p.k;  // (nh, P, hs)
       if (block->attn->rotary()) {
         q = apply_rope(q, block->attn->rope());

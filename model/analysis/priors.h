@@ -6,8 +6,9 @@
 //                    position vectors p, and the causal mask M; their softmax is the pattern
 //                    the head would draw from positions alone, and its previous-token score.
 //                    With rotary, relative or alibi positions nothing is added to the
-//                    stream: the scores are those of x = 0 (q and k from the biases),
-//                    rotated to positions i and j, or plus the score bias b_h(i - j).
+//                    stream: x = ln_1(mean token embedding) stands at every position, and
+//                    q, k are rotated to positions i and j (rope: q . R(j - i) k, a
+//                    function of i - j), or the score bias b_h(i - j) is added.
 //   token scores     S[a, b] = q(e_a) . k(e_b) / sqrt(hs) for token embeddings e (no mask).
 //   OV circuit       M = v(e) W_O^h C diag(g_f) W_U^T (V x V): what token a, once attended to,
 //                    adds to each next-token logit; C centres (ln_f's mean; identity for

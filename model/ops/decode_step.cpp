@@ -95,7 +95,7 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
                                   ")");
     }
   }
-  if (c.relative_positions()) {
+  if (c.positions().slides()) {
     cache.make_room(1);
   } else if (cache.length() >= cache.capacity()) {
     throw std::invalid_argument("decode_step: the KV cache is full and " +
@@ -103,21 +103,22 @@ torch::Tensor decode_step(GPT& model, const torch::Tensor& ids, KVCache& cache) 
                                 " positions cannot slide; clear it and re-encode the window");
   }
   const int64_t slot = cache.length(), keys = slot + 1;  // the new position and the count
-  const int64_t position = c.relative_positions() ? cache.next_position() : slot;
+  const int64_t position = c.positions().slides() ? cache.next_position() : slot;
 
   // The residual stream (B, C): embedding plus the position's row.
   std::vector<float> x(static_cast<size_t>(B * C)), h(x.size()), z(x.size()), y(x.size());
-  const torch::Tensor table = c.relative_positions() ? torch::Tensor() : model->positions(slot + 1);
+  const torch::Tensor table = c.positions().slides() ? torch::Tensor() : model->positions(slot + 1);
   const torch::Tensor pos_row =
       table.defined() ? table.select(0, slot).contiguous() : torch::Tensor();
   const float* pos = ptr(pos_row);
+  const auto token_scale = static_cast<float>(c.positions().token_scale(C));
   for (int64_t b = 0; b < B; ++b) {
     const float* e = ptr(model->transformer->wte->weight) + id.data_ptr<int64_t>()[b] * C;
-    for (int64_t i = 0; i < C; ++i) x[b * C + i] = e[i] + (pos ? pos[i] : 0.0f);
+    for (int64_t i = 0; i < C; ++i) x[b * C + i] = e[i] * token_scale + (pos ? pos[i] : 0.0f);
   }
 
   // The rotation of this position, for rope.
-  const bool rotary = c.pos_encoding == PosEncoding::kRope;
+  const bool rotary = c.positions().rotates;
   std::vector<float> cos(static_cast<size_t>(hs / 2)), sin(cos.size());
   if (rotary) rope_row(position, hs, cos.data(), sin.data());
 

@@ -193,6 +193,16 @@ TEST_F(Careless, OutputsGoOnlyWhereTheyCan) {
          {"is not a model llama2.c's run.c can run"});
 }
 
+TEST_F(Careless, BenchNeverRemovesADirectoryItDidNotMake) {
+  // `bench --checkpoint` removes what it wrote: pointed at runs/, it used to delete every run.
+  expect({"bench", config_.string(), "--checkpoint", "--checkpoint-dir", dir_->path().string()}, 2,
+         {"--checkpoint-dir: " + dir_->path().string() + " exists"});
+  // Its own directory (two levels made) is gone after, and the run beside it is untouched.
+  expect({"bench", config_.string(), "--checkpoint", "--repeats", "1", "--checkpoint-dir",
+          (scratch_ / "made/bench").string()},
+         0, {"checkpoint of"});
+}
+
 TEST_F(Careless, AnalysesSayWhatTheyCannotDoInTheUsersWords) {
   expect({"inspect", (dir_->path() / "one").string(), "--analogy", "a:a::a"}, 1,
          {"--analogy a:a::a", "no other token can answer it"});

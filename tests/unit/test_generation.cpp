@@ -80,7 +80,7 @@ TEST_P(KVCacheEquality, PastBlockSizeTheWindowSlides) {
   const torch::Tensor uncached = step_logits(model, tokens, 2, false);
   ASSERT_EQ(cached.size(1), S - 1);
   const double diff = test::max_abs_diff(cached, uncached);
-  if (!c.relative_positions() || c.n_layer == 1) {
+  if (!c.positions().slides() || c.n_layer == 1) {
     // Re-encoding (absolute positions), or dropping when keys depend on their token alone.
     EXPECT_LE(diff, 1e-5);
   } else {
@@ -103,7 +103,7 @@ TEST_P(KVCacheEquality, DirectStepEqualsTheOperatorPath) {
   KVCache direct = model->make_cache(), operators = model->make_cache();
   model->forward(tokens.narrow(1, 0, 2), direct);
   model->forward(tokens.narrow(1, 0, 2), operators);
-  const int64_t end = c.relative_positions() ? tokens.size(1) : c.block_size;
+  const int64_t end = c.positions().slides() ? tokens.size(1) : c.block_size;
   for (int64_t t = 2; t < end; ++t) {
     ASSERT_TRUE(can_decode_directly(model, direct));
     const torch::Tensor a = decode_step(model, tokens.select(1, t), direct);  // (B, V)

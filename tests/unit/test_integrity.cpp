@@ -184,6 +184,19 @@ TEST(Checksum, ATruncatedStateJsonPointsToBestToo) {
       << error;
 }
 
+TEST(Checksum, AStateJsonOfFormat2WithADamagedChecksumKeyIsRefused) {
+  // One flipped byte in the key's name ("checksum" -> "checksun") must not make the file
+  // look like a run from before checksums, whose files load unverified.
+  ChecksummedRun saved;
+  const std::string text = test::read_text(saved.dir / "state.json");
+  const size_t at = text.find("\"checksum\"");
+  ASSERT_NE(at, std::string::npos);
+  flip_one_byte(saved.dir / "state.json", at + 8, 'm' ^ 'n');
+  const std::string error = test::error_of([&] { load_run(saved.dir.path()); });
+  EXPECT_NE(error.find("state.json has no \"checksum\""), std::string::npos) << error;
+  EXPECT_NE(error.find("format 2"), std::string::npos) << error;
+}
+
 TEST(Checksum, RunsFromBeforeChecksumsStillLoad) {
   ChecksummedRun saved;
   auto state = nlohmann::json::parse(test::read_text(saved.dir / "state.json"));

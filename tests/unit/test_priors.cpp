@@ -36,6 +36,37 @@ TEST(Priors, PositionScoresAreWhatTheHeadComputesFromPositionsAlone) {
   EXPECT_NEAR(priors.position_previous_token[0][1].item<double>(), sum / 5, 1e-6);
 }
 
+TEST(Priors, WithPositionsInsideAttentionTheMeanTokenStandsAtEveryPosition) {
+  // rope adds nothing to the stream: its prior is what a head computes when the mean token
+  // embedding stands at every position, rotated there (relative and alibi: plus their bias).
+  for (const std::string pos : {"rope", "relative", "alibi"}) {
+    ModelConfig c = test::small_config({"pos_encoding=" + pos, "block_size=6"}, 5);
+    GPT model = random_model(c);
+    {  // biases off the zeros of init, so that nothing is trivially symmetric
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->parameters()) p.add_(0.3 * torch::randn_like(p));
+    }
+    const Priors priors = head_priors(model);
+    ASSERT_TRUE(priors.position_scores.defined()) << pos;
+    torch::NoGradGuard no_grad;
+    const torch::Tensor mean = model->transformer->wte->weight.mean(0);
+    model->transformer->wte->weight.copy_(mean.expand_as(model->transformer->wte->weight));
+    const CachedRun run = run_with_cache(model, torch::zeros({1, 6}, torch::kInt64));
+    EXPECT_TRUE(torch::allclose(priors.position_scores[0],
+                                run.cache.at("blocks.0.attn.hook_scores")[0], 1e-5, 1e-5))
+        << pos;
+    // A rotation by i and j leaves q . k a function of i - j: the prior is shift invariant,
+    // and it is not the uniform pattern of a content-free (x = 0, no bias) input.
+    const torch::Tensor s = priors.position_scores[0][1];  // (T, T), head 1
+    for (int64_t i = 1; i < 6; ++i) {
+      for (int64_t j = 1; j <= i; ++j) {
+        EXPECT_NEAR(s[i][j].item<double>(), s[i - 1][j - 1].item<double>(), 1e-5) << pos;
+      }
+    }
+    EXPECT_GT((s[5].slice(0, 0, 6) - s[5][0]).abs().max().item<double>(), 1e-3) << pos;
+  }
+}
+
 TEST(Priors, TokenScoresAreWhatTheHeadComputesFromTokensAlone) {
   ModelConfig c = test::one_head_config(6, 5);
   c.pos_encoding = PosEncoding::kNone;

@@ -8,7 +8,6 @@
 #include <cmath>
 
 #include "model/activation_cache.h"
-#include "model/analysis/priors.h"
 #include "model/gpt.h"
 #include "model/rope.h"
 #include "small_model.h"
@@ -72,19 +71,6 @@ TEST(Rope, ModelRotatesQAndKOnlyAndAddsNoPositionTable) {
                  c.validate();
                })(),
                std::invalid_argument);  // head size 3 is odd
-}
-
-TEST(Rope, PositionPriorsAreTheScoresOfContentFreeInput) {
-  GPT model(rope_config());
-  auto rng = at::make_generator<at::CPUGeneratorImpl>(3);
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->parameters()) p.normal_(0.0, 0.3, rng);
-  model->eval();
-  const Priors priors = head_priors(model);
-  model->transformer->wte->weight.zero_();  // the input is 0 at every position
-  const CachedRun run = run_with_cache(model, torch::zeros({1, 8}, torch::kInt64));
-  EXPECT_TRUE(torch::allclose(priors.position_scores[0],
-                              run.cache.at("blocks.0.attn.hook_scores")[0], 1e-5, 1e-5));
 }
 
 }  // namespace

@@ -116,9 +116,9 @@ TEST(TokenCache, IsReusedUntilTheCorpusOrTokenizerChanges) {
   EXPECT_NE(token_cache_problem(cache.spec, bytes.get()).find("no token cache"), std::string::npos);
   const PreparedCorpus p = cache.prepare(bytes);
   EXPECT_TRUE(p.rebuilt);
-  EXPECT_EQ(p.tokenizer->kind(), "byte");
-  EXPECT_EQ(load_tokenizer(p.dir)->kind(), "byte");
-  EXPECT_EQ(load_tokenizer(shared)->kind(), "char");
+  EXPECT_EQ(p.tokenizer->kind_name(), "byte");
+  EXPECT_EQ(load_tokenizer(p.dir)->kind_name(), "byte");
+  EXPECT_EQ(load_tokenizer(shared)->kind_name(), "char");
   EXPECT_FALSE(cache.prepare().rebuilt);
   EXPECT_FALSE(cache.prepare(bytes).rebuilt);
 }
@@ -138,11 +138,11 @@ TEST(TokenCache, TokenizersThatShareARootNeverShareFiles) {
       prepare_token_cache(bytes.spec, nullptr, [] { return make_byte_tokenizer(); });
   EXPECT_NE(c.dir, b.dir);
   EXPECT_EQ(c.dir.parent_path(), b.dir.parent_path());
-  EXPECT_EQ(b.tokenizer->kind(), "byte");
+  EXPECT_EQ(b.tokenizer->kind_name(), "byte");
   EXPECT_EQ(b.tokenizer->vocab_size(), 256);
-  EXPECT_EQ(load_tokenizer(c.dir)->kind(), "char");
+  EXPECT_EQ(load_tokenizer(c.dir)->kind_name(), "char");
   EXPECT_FALSE(chars.prepare().rebuilt);
-  EXPECT_EQ(chars.prepare().tokenizer->kind(), "char");
+  EXPECT_EQ(chars.prepare().tokenizer->kind_name(), "char");
 }
 
 TEST(TokenCache, ATokenFileFromAnotherTokenizerIsNotReused) {

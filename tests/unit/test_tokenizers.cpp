@@ -74,8 +74,9 @@ TEST(Tokenizers, SaveAndLoadGiveTheSameTokenizer) {
     tok->save(dir.path());
     const auto back = load_tokenizer(dir.path());
     EXPECT_EQ(back->kind(), tok->kind());
-    EXPECT_EQ(back->fingerprint(), tok->fingerprint()) << tok->kind();
-    EXPECT_EQ(back->encode(text.substr(0, 5000)), tok->encode(text.substr(0, 5000))) << tok->kind();
+    EXPECT_EQ(back->fingerprint(), tok->fingerprint()) << tok->kind_name();
+    EXPECT_EQ(back->encode(text.substr(0, 5000)), tok->encode(text.substr(0, 5000)))
+        << tok->kind_name();
   }
   EXPECT_NE(kinds[0]->fingerprint(), kinds[1]->fingerprint());
 

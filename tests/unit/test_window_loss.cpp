@@ -2,6 +2,10 @@
 // span of counted predictions, batching, and the mode it leaves the model in.
 
 #include <gtest/gtest.h>
+
+#include <limits>
+#include <vector>
+
 #include <torch/torch.h>
 
 #include "model/window_loss.h"
@@ -41,6 +45,37 @@ TEST(WindowLoss, SumsTheCrossEntropyOfTheCountedPredictions) {
   EXPECT_NEAR(middle.nats, reference_nats(model, w, 2, 6), 1e-4);
   // Batches of 2 rows sum to the same as one batch of 5.
   EXPECT_NEAR(window_loss(model, w, 2).nats, all.nats, 1e-4);
+}
+
+TEST(WindowLoss, AGpt2ShapedModelIsScoredInPassesWhoseLogitsFitTheBudget) {
+  // GPT-2's vocabulary and context, narrow and shallow: one window's float32 logits are
+  // 1024 x 50257 x 4 = 206 MB, so 32 windows at once would be 6.6 GB.
+  const int64_t V = 50257, T = 1024;
+  GPT model = test::random_model(
+      test::small_config({"n_layer=1", "n_head=1", "n_embd=8", "block_size=1024"}, V));
+  const torch::Tensor w = windows(2, T + 1, V, 3);
+  std::vector<int64_t> rows;  // windows per forward pass
+  const HookHandle watch =
+      model->add_hook("hook_embed", [&](const torch::Tensor& x, const std::string&) {
+        rows.push_back(x.size(0));
+        return x;
+      });
+  const WindowLoss loss = window_loss(model, w, /*batch=*/32);
+  EXPECT_EQ(rows, (std::vector<int64_t>{1, 1}));  // 206 MB a window: one per pass
+  for (const int64_t r : rows) {
+    EXPECT_LE(r * T * V * static_cast<int64_t>(sizeof(float)), kWindowLossLogitsBytes) << r;
+  }
+  EXPECT_EQ(loss.predictions, 2 * T);
+  // The sum is the reference's: a float32 sum of T terms within a pass (epsilon x T,
+  // relative) against log-softmax in double.
+  torch::NoGradGuard no_grad;
+  double reference = 0.0;
+  for (int64_t n = 0; n < 2; ++n) {
+    const torch::Tensor logp = torch::log_softmax(
+        model->forward(w.slice(0, n, n + 1).slice(1, 0, T))[0].to(torch::kFloat64), -1);
+    reference -= logp.gather(1, w[n].slice(0, 1, T + 1).unsqueeze(1)).sum().item<double>();
+  }
+  EXPECT_NEAR(loss.nats, reference, reference * T * std::numeric_limits<float>::epsilon());
 }
 
 TEST(WindowLoss, RunsInEvalModeAndRestoresTheModelsMode) {

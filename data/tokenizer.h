@@ -20,7 +20,7 @@
 namespace tinylm {
 
 // The kinds, named as [data] tokenizer and tokenizer.json's "type" name them: decided here
-// only (train/run_config.h's key takes these names).
+// only (train/run/run_config.h's key takes these names).
 // gpt2: GPT-2's byte-level BPE from a directory's vocab.json and merges.txt.
 enum class TokenizerKind { kChar, kByte, kSentencePiece, kGpt2 };
 constexpr std::array<const char*, 4> enum_names(TokenizerKind) {

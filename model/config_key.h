@@ -3,7 +3,7 @@
 // what it accepts, and one line of help. Everything that reads, writes or checks a config
 // goes through the declarations: TOML files and --section.key=value (train/run_config),
 // config.json (train/checkpoint), validate(), and the key table in docs/CONFIG.md, which a
-// test holds equal to them. model/config.cpp declares the model's keys; train/run_config.cpp
+// test holds equal to them. model/config.cpp declares the model's keys; train/run/run_config.cpp
 // the data, train and sample keys. Adding a key is one declaration beside its member.
 
 #include <array>

@@ -14,7 +14,7 @@
 #include "data/io/checksum.h"
 #include "data/io/made_directory.h"
 #include "train/adamw.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -73,7 +73,7 @@ void bench_checkpoint(const RunConfig& config, const Tokenizer& tokenizer, int r
   spdlog::info("checkpoints of a {:.2f}M-parameter model in {}, {} repeats",
                static_cast<double>(model->num_parameters()) / 1e6, dir.string(), repeats);
   const Cost save = measure(repeats, [&] {
-    save_checkpoint(dir, config, tokenizer, model, optimizer, state);
+    save_checkpoint(dir, config, tokenizer, model, optimizer.moments(), state);
     ++state.step;
   });
   const auto [files, bytes] = files_in(dir);
@@ -81,7 +81,8 @@ void bench_checkpoint(const RunConfig& config, const Tokenizer& tokenizer, int r
     LoadedRun run = load_run(dir);
     AdamW restored(run.model, config.train);
     const TrainingState loaded = load_training_state(dir);
-    load_optimizer(dir, restored, loaded.step, loaded.step);
+    const OptimizerFile moments = load_optimizer(dir, loaded.step, loaded.step);
+    restored.restore(moments.tensors, moments.step, moments.path);
   });
   const double mb = static_cast<double>(bytes) / 1e6;
   if (json) {

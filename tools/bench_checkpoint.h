@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "data/tokenizer.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

@@ -25,7 +25,7 @@
 #include "tools/commands.h"
 #include "train/adamw.h"
 #include "train/precision.h"
-#include "train/run_corpus.h"
+#include "train/run/run_corpus.h"
 #include "train/step_profile.h"
 #include "train/train_step.h"
 

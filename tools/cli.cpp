@@ -194,18 +194,4 @@ OpenRun open_run(const RunFlags& flags) {
   return open;
 }
 
-int64_t window_context(const ModelConfig& c, int64_t context, const std::string& run) {
-  if (context <= 0) return c.block_size;
-  if (context > c.block_size && !c.positions().extrapolates) {
-    throw std::runtime_error(
-        "--context " + std::to_string(context) + " is past model.block_size " +
-        std::to_string(c.block_size) + " of " + run +
-        ", whose learned positions (model.pos_encoding = \"learned\") have no vector past "
-        "position " +
-        std::to_string(c.block_size - 1) + "; use --context " + std::to_string(c.block_size) +
-        " or less, or train with sinusoidal, rope, relative, alibi or none");
-  }
-  return context;
-}
-
 }  // namespace tinylm

@@ -15,8 +15,8 @@
 
 #include "data/io/made_directory.h"
 #include "model/analysis/ablation.h"
-#include "train/checkpoint.h"
-#include "train/run_config.h"
+#include "train/run/checkpoint.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 
@@ -93,10 +93,5 @@ struct OpenRun {
   std::vector<HookHandle> ablation;
 };
 OpenRun open_run(const RunFlags& flags);
-
-// The tokens per window that --context asks of the model `c` of run `run` (0: block_size).
-// Past block_size only where the positions extrapolate; for learned ones, an error that
-// says why and what to do.
-int64_t window_context(const ModelConfig& c, int64_t context, const std::string& run);
 
 }  // namespace tinylm

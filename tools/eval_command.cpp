@@ -1,6 +1,6 @@
 // `tinylm eval RUN [--split val|train | --text FILE] [--context N] [--json] [--logits FILE]`
 // Scores every token of the split (or file) exactly once, in windows of block_size tokens or
-// of N (past block_size where the positions extrapolate); see train/evaluate.h. --logits
+// of N (past block_size where the positions extrapolate); see train/run/evaluate.h. --logits
 // writes the first window's logits, to check tinylm's numbers against another
 // implementation (tests/hf_gpt2_import.py does, against numpy's GPT-2).
 
@@ -13,9 +13,9 @@
 #include "data/token_cache.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "train/evaluate.h"
-#include "train/run_corpus.h"
-#include "train/safetensors.h"
+#include "train/run/evaluate.h"
+#include "train/run/run_corpus.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace {

@@ -1,9 +1,9 @@
 // `tinylm export RUN --format nanogpt|llama2c --out PATH [--mask-buffers]`
-//   nanogpt  a GPT-2-block run as nanoGPT's ckpt.pt (train/nanogpt_checkpoint.h), which its
+//   nanogpt  a GPT-2-block run as nanoGPT's ckpt.pt (train/formats/nanogpt_checkpoint.h), which its
 //            sample.py and train.py (init_from = 'resume') load, with its AdamW moments when
 //            the run has them; a char run's meta.pkl goes beside it.
 //   llama2c  a rope/rmsnorm/swiglu run without biases as llama2.c's model.bin, for its
-//            run.c, and tokenizer.bin beside it (train/llama2c_export.h).
+//            run.c, and tokenizer.bin beside it (train/formats/llama2c_export.h).
 // A run the target cannot hold is refused, naming each option in the way.
 
 #include <filesystem>
@@ -14,10 +14,10 @@
 #include "data/utf8.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "train/checkpoint.h"
-#include "train/llama2c_export.h"
-#include "train/nanogpt_checkpoint.h"
-#include "train/safetensors.h"
+#include "train/formats/llama2c_export.h"
+#include "train/formats/nanogpt_checkpoint.h"
+#include "train/run/checkpoint.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

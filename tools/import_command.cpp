@@ -1,6 +1,6 @@
 // `tinylm import CKPT.pt|HF_DIR --out RUN --data FILE [--meta META.pkl]`
-// Turns nanoGPT's ckpt.pt (train/nanogpt_checkpoint.h) or a Hugging Face GPT-2 directory
-// (train/hf_gpt2_checkpoint.h) into an ordinary run directory: eval, sample, inspect and
+// Turns nanoGPT's ckpt.pt (train/formats/nanogpt_checkpoint.h) or a Hugging Face GPT-2 directory
+// (train/formats/hf_gpt2_checkpoint.h) into an ordinary run directory: eval, sample, inspect and
 // `train --resume` (fine-tuning) work on it. The weights are copied as they are; nanoGPT's
 // AdamW moments too, when the checkpoint has them, so training goes on where nanoGPT left
 // it. Everything is read and checked before anything is written.
@@ -16,9 +16,10 @@
 #include "data/utf8.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "train/checkpoint.h"
-#include "train/hf_gpt2_checkpoint.h"
-#include "train/nanogpt_checkpoint.h"
+#include "train/adamw.h"
+#include "train/formats/hf_gpt2_checkpoint.h"
+#include "train/formats/nanogpt_checkpoint.h"
+#include "train/run/checkpoint.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -182,7 +183,7 @@ int run_import(const ImportArgs& args) {
         static_cast<uint64_t>(config.train.seed) + static_cast<uint64_t>(offset));
     *rng = generator_state(generator);
   }
-  save_checkpoint(out, config, *imported.tokenizer, model, optimizer, state);
+  save_checkpoint(out, config, *imported.tokenizer, model, optimizer.moments(), state);
   spdlog::info("imported {} ({}, {} parameters{}) into {}", args.source, imported.description,
                model->num_parameters(),
                imported.moments.empty() ? ", no optimizer state" : ", with its AdamW moments",

@@ -23,12 +23,13 @@
 #include "model/analysis/induction_probe.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "tools/html_report.h"
-#include "tools/inspection.h"
-#include "tools/inspection_json.h"
-#include "tools/inspection_tables.h"
-#include "train/checkpoint.h"
-#include "train/run_corpus.h"
+#include "tools/inspect/html_report.h"
+#include "tools/inspect/inspection.h"
+#include "tools/inspect/inspection_json.h"
+#include "tools/inspect/inspection_tables.h"
+#include "train/run/checkpoint.h"
+#include "train/run/evaluate.h"
+#include "train/run/run_corpus.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

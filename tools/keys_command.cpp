@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "tools/commands.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

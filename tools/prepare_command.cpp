@@ -10,7 +10,7 @@
 
 #include "tools/cli.h"
 #include "tools/commands.h"
-#include "train/run_corpus.h"
+#include "train/run/run_corpus.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

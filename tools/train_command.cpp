@@ -19,7 +19,7 @@
 #include "tools/commands.h"
 #include "tools/rank_launcher.h"
 #include "train/rank_group.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 #include "train/trainer.h"
 
 namespace tinylm {

@@ -25,8 +25,8 @@
 #include <torch/torch.h>
 
 #include "model/gpt.h"
-#include "train/run_config.h"
-#include "train/safetensors.h"
+#include "train/run/run_config.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 

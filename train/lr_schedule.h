@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

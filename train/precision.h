@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "train/evaluate.h"
+#include "train/run/evaluate.h"
 
 namespace tinylm {
 namespace {

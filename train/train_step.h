@@ -19,7 +19,7 @@
 #include "model/gpt.h"
 #include "train/adamw.h"
 #include "train/rank_group.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

@@ -18,14 +18,15 @@
 #include "model/analysis/head_snapshot.h"
 #include "model/analysis/induction_probe.h"
 #include "model/gpt.h"
-#include "train/checkpoint.h"
-#include "train/checkpoint_transaction.h"
-#include "train/evaluate.h"
+#include "train/estimate_loss.h"
 #include "train/lr_schedule.h"
 #include "train/precision.h"
-#include "train/progress.h"
-#include "train/run_corpus.h"
-#include "train/snapshots.h"
+#include "train/run/checkpoint.h"
+#include "train/run/checkpoint_transaction.h"
+#include "train/run/evaluate.h"
+#include "train/run/progress.h"
+#include "train/run/run_corpus.h"
+#include "train/run/snapshots.h"
 #include "train/train_step.h"
 #include "train/training_lock.h"
 
@@ -333,7 +334,8 @@ void Trainer::restore() {
     const CheckpointReadLock read_lock(out_);
     state_ = load_training_state(out_);
     const int64_t model_step = load_weights(out_ / "model.safetensors", model_);
-    load_optimizer(out_, *optimizer_, state_.step, model_step);
+    const OptimizerFile moments = load_optimizer(out_, state_.step, model_step);
+    optimizer_->restore(moments.tensors, moments.step, moments.path);
   } catch (const IntegrityError& e) {
     rethrow_with_best_hint(e, out_);
   }
@@ -370,7 +372,7 @@ void Trainer::checkpoint(const fs::path& dir) {
   state_.train_rng = generator_state(rng_.train);
   state_.eval_rng = generator_state(rng_.eval);
   if (epochs_) state_.epoch = epochs_->position();
-  save_checkpoint(dir, config_, *data_.tokenizer, model_, *optimizer_, state_);
+  save_checkpoint(dir, config_, *data_.tokenizer, model_, optimizer_->moments(), state_);
   if (dir == out_) saved_step_ = state_.step;
 }
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "train/rank_group.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

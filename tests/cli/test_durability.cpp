@@ -17,7 +17,7 @@
 
 #include "data/io/files.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 #include "train/trainer.h"
 #include "train/training_lock.h"
 

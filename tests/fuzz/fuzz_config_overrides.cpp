@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "tests/fuzz/fuzz_support.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace {
 

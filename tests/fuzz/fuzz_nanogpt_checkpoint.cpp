@@ -1,6 +1,6 @@
 // nanoGPT's ckpt.pt: a torch.save zip around a pickled state_dict.
 #include "tests/fuzz/fuzz_support.h"
-#include "train/nanogpt_checkpoint.h"
+#include "train/formats/nanogpt_checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return tinylm::fuzz::run(data, size, [](const std::string& bytes) {

@@ -1,6 +1,6 @@
 // Pickles: nanoGPT's meta.pkl, through the pickle rewriter and LibTorch's unpickler.
 #include "tests/fuzz/fuzz_support.h"
-#include "train/nanogpt_checkpoint.h"
+#include "train/formats/nanogpt_checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return tinylm::fuzz::run(data, size, [](const std::string& bytes) {

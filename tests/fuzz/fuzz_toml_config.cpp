@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "tests/fuzz/fuzz_support.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return tinylm::fuzz::run(data, size, [](const std::string& bytes) {

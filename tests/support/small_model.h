@@ -11,7 +11,7 @@
 
 #include "model/gpt.h"
 #include "test_util.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm::test {
 

@@ -15,8 +15,9 @@
 #include "model/gpt.h"
 #include "small_model.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/run_config.h"
+#include "train/adamw.h"
+#include "train/run/checkpoint.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 namespace {
@@ -175,7 +176,8 @@ TEST(Blocks, ModernRunsSaveAndLoadBitIdentically) {
   config.model.vocab_size = 5;
   GPT model = test::random_model(config.model);
   AdamW optimizer(model, TrainConfig{});
-  save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer, {});
+  save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer.moments(),
+                  {});
   LoadedRun run = load_run(dir.path());
   EXPECT_EQ(run.model->config().norm, NormKind::kRmsNorm);
   EXPECT_EQ(run.model->config().mlp, MlpKind::kSwiglu);

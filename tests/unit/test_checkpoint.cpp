@@ -9,8 +9,9 @@
 
 #include "data/char_tokenizer.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "train/adamw.h"
+#include "train/run/checkpoint.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace {
@@ -29,7 +30,8 @@ struct SavedRun {
     auto rng = at::make_generator<at::CPUGeneratorImpl>(3);
     model->init_weights(rng);
     AdamW optimizer(model, TrainConfig{});
-    save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer, {});
+    save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model,
+                    optimizer.moments(), {});
   }
 };
 
@@ -107,7 +109,7 @@ TEST(Checkpoint, WritesReplaceFilesWithoutLeavingTemporaries) {
   SavedRun saved;
   AdamW optimizer(saved.model, TrainConfig{});
   save_checkpoint(saved.dir.path(), saved.config, CharTokenizer::from_text("abcde"), saved.model,
-                  optimizer, {});
+                  optimizer.moments(), {});
   for (const auto& entry : std::filesystem::directory_iterator(saved.dir.path())) {
     EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
   }

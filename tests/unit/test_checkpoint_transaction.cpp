@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "train/checkpoint_transaction.h"
+#include "train/run/checkpoint_transaction.h"
 #include "train/training_lock.h"
 
 namespace tinylm {

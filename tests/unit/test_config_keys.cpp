@@ -6,7 +6,7 @@
 #include <set>
 
 #include "test_util.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 namespace {

@@ -16,8 +16,8 @@
 #include "model/kernels/swiglu.h"
 #include "model/rope.h"
 #include "small_model.h"
-#include "train/evaluate.h"
-#include "train/safetensors.h"
+#include "train/run/evaluate.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace {

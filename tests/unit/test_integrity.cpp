@@ -14,8 +14,9 @@
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "train/adamw.h"
+#include "train/run/checkpoint.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace {
@@ -38,10 +39,11 @@ struct ChecksummedRun {
     AdamW optimizer(model, TrainConfig{});
     TrainingState state;
     state.step = 7;
-    save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model, optimizer, state);
+    save_checkpoint(dir.path(), config, CharTokenizer::from_text("abcde"), model,
+                    optimizer.moments(), state);
     if (with_best) {
-      save_checkpoint(dir / "best", config, CharTokenizer::from_text("abcde"), model, optimizer,
-                      state);
+      save_checkpoint(dir / "best", config, CharTokenizer::from_text("abcde"), model,
+                      optimizer.moments(), state);
     }
   }
 };

@@ -8,7 +8,7 @@
 
 #include "model/gpt.h"
 #include "small_model.h"
-#include "train/evaluate.h"
+#include "train/run/evaluate.h"
 
 namespace tinylm {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 namespace {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
-#include "train/safetensors.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace {

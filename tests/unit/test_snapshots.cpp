@@ -12,7 +12,7 @@
 #include "model/analysis/priors.h"
 #include "small_model.h"
 #include "test_util.h"
-#include "train/snapshots.h"
+#include "train/run/snapshots.h"
 
 namespace tinylm {
 namespace {

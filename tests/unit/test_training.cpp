@@ -8,8 +8,8 @@
 
 #include "data/io/files.h"
 #include "test_util.h"
-#include "train/checkpoint.h"
-#include "train/safetensors.h"
+#include "train/run/checkpoint.h"
+#include "train/run/safetensors.h"
 #include "train/trainer.h"
 
 namespace tinylm {

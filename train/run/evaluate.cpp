@@ -1,4 +1,4 @@
-#include "train/evaluate.h"
+#include "train/run/evaluate.h"
 
 #include <stdexcept>
 
@@ -46,26 +46,18 @@ Score score_tokens(GPT& model, const TokenSequence& t, int64_t windows_per_batch
   return {nats / static_cast<double>(predicted), predicted};
 }
 
-double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
-                     torch::Generator& generator, RankGroup* group) {
-  const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
-  const torch::Device device = model->device();
-  const ScopedMode eval = eval_mode(*model);
-  torch::NoGradGuard no_grad;
-  double total = 0.0;
-  for (int64_t i = 0; i < iters; ++i) {
-    const auto [x, y] =
-        sampler.sample(generator);  // drawn on every rank: the generator stays in step
-    if (i % world != rank) continue;
-    total += next_token_loss(model->forward(x.to(device)), y.to(device)).item<double>();
+int64_t window_context(const ModelConfig& c, int64_t context, const std::string& run) {
+  if (context <= 0) return c.block_size;
+  if (context > c.block_size && !c.positions().extrapolates) {
+    throw std::runtime_error(
+        "--context " + std::to_string(context) + " is past model.block_size " +
+        std::to_string(c.block_size) + " of " + run +
+        ", whose learned positions (model.pos_encoding = \"learned\") have no vector past "
+        "position " +
+        std::to_string(c.block_size - 1) + "; use --context " + std::to_string(c.block_size) +
+        " or less, or train with sinusoidal, rope, relative, alibi or none");
   }
-  if (group) {
-    torch::Tensor sum = torch::tensor({total}, torch::kFloat64);
-    if (device.is_cuda()) sum = sum.to(device);  // NCCL reduces device tensors only
-    group->all_reduce_sum(sum);
-    total = sum.item<double>();
-  }
-  return total / static_cast<double>(iters);
+  return context;
 }
 
 }  // namespace tinylm

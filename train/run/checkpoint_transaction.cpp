@@ -1,4 +1,4 @@
-#include "train/checkpoint_transaction.h"
+#include "train/run/checkpoint_transaction.h"
 
 #include <unistd.h>
 

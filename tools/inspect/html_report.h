@@ -1,5 +1,5 @@
 #pragma once
-// The self-contained HTML report of `tinylm inspect --html`: the page in tools/report/
+// The self-contained HTML report of `tinylm inspect --html`: the page in tools/inspect/report/
 // (compiled into the binary) with the inspection's JSON inlined, made with pack_heatmaps
 // as its heatmap encoder: bytes (0-255 between a per-head low and high, base64), so that
 // 12 layers x 12 heads x 256 tokens stay a few MB and draw fast. No network: it opens from
@@ -12,7 +12,7 @@
 
 namespace tinylm {
 
-// `doc`: inspection_json(..., pack_heatmaps) (tools/inspection_json.h).
+// `doc`: inspection_json(..., pack_heatmaps) (tools/inspect/inspection_json.h).
 std::string html_report(const nlohmann::json& doc);
 
 // {"shape": [L, nh, R, C], "lo": [...], "hi": [...], "b64": "..."} for values (L, nh, R, C).

@@ -1,4 +1,4 @@
-#include "train/readable_pickle.h"
+#include "train/formats/readable_pickle.h"
 
 #include <algorithm>
 #include <cstdint>

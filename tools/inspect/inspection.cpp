@@ -1,4 +1,4 @@
-#include "tools/inspection.h"
+#include "tools/inspect/inspection.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,6 +8,7 @@
 
 #include "model/activation_cache.h"
 #include "tools/cli.h"
+#include "train/run/evaluate.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

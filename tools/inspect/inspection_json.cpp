@@ -1,4 +1,4 @@
-#include "tools/inspection_json.h"
+#include "tools/inspect/inspection_json.h"
 
 #include <cmath>
 

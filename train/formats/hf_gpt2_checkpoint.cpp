@@ -1,4 +1,4 @@
-#include "train/hf_gpt2_checkpoint.h"
+#include "train/formats/hf_gpt2_checkpoint.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/io/files.h"
-#include "train/safetensors.h"
-#include "train/shape_text.h"
+#include "train/formats/shape_text.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

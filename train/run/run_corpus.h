@@ -11,7 +11,7 @@
 
 #include "data/token_sequence.h"
 #include "data/tokenizer.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

@@ -1,7 +1,7 @@
 #pragma once
 // The views of `tinylm inspect` as tables on stdout, printed from the typed results.
 
-#include "tools/inspection.h"
+#include "tools/inspect/inspection.h"
 
 namespace tinylm {
 

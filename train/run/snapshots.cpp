@@ -1,4 +1,4 @@
-#include "train/snapshots.h"
+#include "train/run/snapshots.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "train/safetensors.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "train/nanogpt_checkpoint.h"
+#include "train/formats/nanogpt_checkpoint.h"
 
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -12,8 +12,8 @@
 
 #include "data/io/atomic_file.h"
 #include "data/io/files.h"
-#include "train/readable_pickle.h"
-#include "train/shape_text.h"
+#include "train/formats/readable_pickle.h"
+#include "train/formats/shape_text.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "train/checkpoint.h"
+#include "train/run/checkpoint.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -14,8 +14,8 @@
 #include "data/io/atomic_file.h"
 #include "data/io/checksum.h"
 #include "data/io/files.h"
-#include "train/checkpoint_transaction.h"
-#include "train/safetensors.h"
+#include "train/run/checkpoint_transaction.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -316,17 +316,19 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
 namespace {
 
 void write_checkpoint_files(const fs::path& dir, const RunConfig& config,
-                            const Tokenizer& tokenizer, GPT& model, const AdamW& optimizer,
-                            const TrainingState& state);
+                            const Tokenizer& tokenizer, GPT& model,
+                            const NamedTensors& optimizer_moments, const TrainingState& state);
 LoadedRun load_checked_run(const fs::path& dir);
 
 }  // namespace
 
 void save_checkpoint(const fs::path& dir, const RunConfig& config, const Tokenizer& tokenizer,
-                     GPT& model, const AdamW& optimizer, const TrainingState& state) {
+                     GPT& model, const NamedTensors& optimizer_moments,
+                     const TrainingState& state) {
   try {
     CheckpointTransaction transaction(dir);
-    write_checkpoint_files(transaction.staging(), config, tokenizer, model, optimizer, state);
+    write_checkpoint_files(transaction.staging(), config, tokenizer, model, optimizer_moments,
+                           state);
     transaction.commit();
   } catch (const std::exception& e) {
     throw std::runtime_error("the checkpoint of step " + std::to_string(state.step) +
@@ -339,15 +341,15 @@ namespace {
 
 // The files of one checkpoint, state.json (the manifest of the others) last.
 void write_checkpoint_files(const fs::path& dir, const RunConfig& config,
-                            const Tokenizer& tokenizer, GPT& model, const AdamW& optimizer,
-                            const TrainingState& state) {
+                            const Tokenizer& tokenizer, GPT& model,
+                            const NamedTensors& optimizer_moments, const TrainingState& state) {
   write_file_atomic(dir / "config.toml", to_toml(config));
   write_file_atomic(dir / "config.json", model_config_to_json(model->config()).dump(2) + "\n");
   tokenizer.save(dir);
   std::map<std::string, std::string> hashed;
   hashed["model.safetensors"] = write_model(dir / "model.safetensors", model, state.step);
 
-  NamedTensors moments = optimizer.moments();
+  NamedTensors moments = optimizer_moments;
   moments.emplace_back("step", torch::tensor(state.step, torch::kInt64));
   hashed["optimizer.safetensors"] = save_safetensors(dir / "optimizer.safetensors", moments,
                                                      {{"step", std::to_string(state.step)}});
@@ -454,8 +456,7 @@ LoadedRun load_checked_run(const fs::path& dir) {
 
 }  // namespace
 
-void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step,
-                    int64_t model_step) {
+OptimizerFile load_optimizer(const fs::path& dir, int64_t expected_step, int64_t model_step) {
   const fs::path path = dir / "optimizer.safetensors";
   const Safetensors file =
       decode_safetensors(read_checkpoint_file(dir, "optimizer.safetensors"), path.string());
@@ -467,7 +468,7 @@ void load_optimizer(const fs::path& dir, AdamW& optimizer, int64_t expected_step
         ", optimizer.safetensors " + std::to_string(step) +
         "); a save was cut short. Resume from " + (dir / "best").string() + " instead");
   }
-  optimizer.restore(file.tensors, step, path.string());
+  return {file.tensors, step, path.string()};
 }
 
 TrainingState load_training_state(const fs::path& dir) {

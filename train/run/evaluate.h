@@ -1,11 +1,8 @@
 #pragma once
-// Two ways to measure loss. score_tokens is exact and deterministic: consecutive,
+// Loss as `eval` measures it: score_tokens is exact and deterministic: consecutive,
 // non-overlapping windows of at most `context` inputs (block_size by default; more where the
-// positions extrapolate), so every token after the first is predicted exactly once. estimate_loss
-// is nanoGPT's cheap estimate during training: the mean loss of `iters` random batches; with a rank
-// group, rank r computes batches r, r + W,
-// ... of the same draws and one all-reduce sums them, so every rank gets the estimate one
-// process would (to float rounding), W times sooner.
+// positions extrapolate), so every token after the first is predicted exactly once. Training's
+// cheap estimate is train/estimate_loss.h.
 
 #include <cstdint>
 
@@ -13,7 +10,6 @@
 
 #include "data/batches.h"
 #include "model/gpt.h"
-#include "train/rank_group.h"
 
 namespace tinylm {
 
@@ -27,13 +23,15 @@ struct Score {
 Score score_tokens(GPT& model, const TokenSequence& tokens, int64_t windows_per_batch = 32,
                    int64_t context = 0);
 
+// The tokens per window that a --context asks of the model `c` of run `run` (0: block_size).
+// Past block_size only where the positions extrapolate; for learned ones, an error that
+// says why and what to do.
+int64_t window_context(const ModelConfig& c, int64_t context, const std::string& run);
+
 // Bits per UTF-8 byte of a loss in nats per token, for text of `tokens_per_byte`.
 inline double bits_per_byte(double loss, double tokens_per_byte) {
   return loss / 0.6931471805599453 * tokens_per_byte;
 }
-
-double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
-                     torch::Generator& generator, RankGroup* group = nullptr);
 
 // Mean cross entropy of logits (B, T, V) against targets (B, T).
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets);

@@ -1,4 +1,4 @@
-#include "train/run_corpus.h"
+#include "train/run/run_corpus.h"
 
 #include <chrono>
 #include <stdexcept>
@@ -15,7 +15,7 @@
 #include "data/sentencepiece_tokenizer.h"
 #include "data/token_cache.h"
 #include "data/utf8.h"
-#include "train/progress.h"
+#include "train/run/progress.h"
 
 namespace tinylm {
 namespace fs = std::filesystem;

@@ -1,11 +1,11 @@
-#include "tools/html_report.h"
+#include "tools/inspect/html_report.h"
 
 #include <cstdint>
 #include <stdexcept>
 
 namespace tinylm {
 
-extern const char kReportTemplate[];  // tools/report/report.html, embedded by CMake
+extern const char kReportTemplate[];  // tools/inspect/report/report.html, embedded by CMake
 
 std::string base64(const uint8_t* bytes, size_t size) {
   static const char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

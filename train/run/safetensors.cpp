@@ -1,4 +1,4 @@
-#include "train/safetensors.h"
+#include "train/run/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -3,7 +3,7 @@
 //   config.toml  config.json  tokenizer.json (+ tokenizer.model)  model.safetensors
 //   optimizer.safetensors
 //   state.json   metrics.jsonl   best/ (the same files at the best val loss so far)
-// A checkpoint's files change together (train/checkpoint_transaction.h): a crash at any
+// A checkpoint's files change together (train/run/checkpoint_transaction.h): a crash at any
 // moment leaves the one before or the one after, never a mix. state.json is the manifest:
 // it records every other file's checksum, and its own. Every read verifies before it trusts
 // (checksums, then names and shapes against config.json and the step each file records);
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <string>
 
 #include <torch/torch.h>
@@ -22,8 +23,8 @@
 #include "data/io/checksum.h"
 #include "data/tokenizer.h"
 #include "model/gpt.h"
-#include "train/adamw.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
+#include "train/run/safetensors.h"
 
 namespace tinylm {
 
@@ -57,7 +58,7 @@ void set_generator_state(torch::Generator& generator, const std::string& hex,
 
 // Writes every file of a checkpoint into `dir` (created if needed), state.json last.
 void save_checkpoint(const std::filesystem::path& dir, const RunConfig& config,
-                     const Tokenizer& tokenizer, GPT& model, const AdamW& optimizer,
+                     const Tokenizer& tokenizer, GPT& model, const NamedTensors& optimizer_moments,
                      const TrainingState& state);
 
 // Copies model.safetensors into `model`; names, dtypes and shapes must agree exactly.
@@ -67,10 +68,16 @@ int64_t load_weights(const std::filesystem::path& path, GPT& model);
 // Loads config, tokenizer and weights for sample/eval; validates all of them.
 LoadedRun load_run(const std::filesystem::path& dir);
 
-// Restores AdamW moments and step counts. The optimizer file and the weights already loaded
-// (`model_step`, what load_weights returned) must both be from `expected_step`.
-void load_optimizer(const std::filesystem::path& dir, AdamW& optimizer, int64_t expected_step,
-                    int64_t model_step);
+// The optimizer's moments as optimizer.safetensors holds them, for the optimizer to restore
+// (train/adamw.h). The file and the weights already loaded (`model_step`, what load_weights
+// returned) must both be from `expected_step`.
+struct OptimizerFile {
+  std::map<std::string, torch::Tensor> tensors;
+  int64_t step = 0;
+  std::string path;  // for errors
+};
+OptimizerFile load_optimizer(const std::filesystem::path& dir, int64_t expected_step,
+                             int64_t model_step);
 
 TrainingState load_training_state(const std::filesystem::path& dir);
 

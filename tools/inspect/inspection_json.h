@@ -1,15 +1,15 @@
 #pragma once
-// The output boundary of `tinylm inspect`: its typed views (tools/inspection.h) as one JSON
+// The output boundary of `tinylm inspect`: its typed views (tools/inspect/inspection.h) as one JSON
 // document, format "tinylm-inspect/1" (docs/FORMATS.md). Heatmaps (every [layer][head]
 // T x T table) are written by an encoder: spelled out as nested arrays for --json, packed
-// as bytes for the HTML report (tools/html_report.h).
+// as bytes for the HTML report (tools/inspect/html_report.h).
 
 #include <functional>
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
-#include "tools/inspection.h"
+#include "tools/inspect/inspection.h"
 
 namespace tinylm {
 

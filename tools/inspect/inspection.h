@@ -3,8 +3,8 @@
 // scores with the induction probe, ablation, priors, the logit lens, activation patching,
 // composition scores, direct logit attribution, geometry, loss by position, context drift,
 // and the training curves
-// of metrics.jsonl. They become text in tools/inspection_tables.h and JSON (the format is
-// in docs/FORMATS.md) only at the output, in tools/inspection_json.h.
+// of metrics.jsonl. They become text in tools/inspect/inspection_tables.h and JSON (the format is
+// in docs/FORMATS.md) only at the output, in tools/inspect/inspection_json.h.
 
 #include <filesystem>
 #include <optional>
@@ -26,8 +26,8 @@
 #include "model/analysis/position_loss.h"
 #include "model/analysis/priors.h"
 #include "model/analysis/token_circuits.h"
-#include "train/checkpoint.h"
-#include "train/snapshots.h"
+#include "train/run/checkpoint.h"
+#include "train/run/snapshots.h"
 
 namespace tinylm {
 

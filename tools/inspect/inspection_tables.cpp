@@ -1,4 +1,4 @@
-#include "tools/inspection_tables.h"
+#include "tools/inspect/inspection_tables.h"
 
 #include <algorithm>
 #include <cmath>

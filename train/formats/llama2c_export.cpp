@@ -1,4 +1,4 @@
-#include "train/llama2c_export.h"
+#include "train/formats/llama2c_export.h"
 
 #include <cstdint>
 #include <stdexcept>

@@ -23,7 +23,7 @@
 #include <torch/torch.h>
 
 #include "model/gpt.h"
-#include "train/run_config.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

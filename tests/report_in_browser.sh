@@ -21,7 +21,8 @@ trap 'rm -rf "$work"' EXIT
   > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
 "$tinylm" inspect "$work/run" --html "$work/report.html" --json "$work/report.json" \
   --windows 8 --probes 2 --threads 1 --clean "ROMEO:" --corrupt "ROMEO " > /dev/null
-node "$src/tests/browser/report_test.mjs" "$work/report.html" "$work/report.json"
+EXPECT_TRAINING=1 EXPECT_SNAPSHOTS=1 \
+  node "$src/tests/browser/report_test.mjs" "$work/report.html" "$work/report.json"
 
 # A run with T5's relative positions (a bias per distance, drawn per layer) and an analogy,
 # without its metrics.jsonl.
@@ -32,4 +33,5 @@ rm "$work/relative/metrics.jsonl"
 "$tinylm" inspect "$work/relative" --html "$work/bare.html" --json "$work/bare.json" \
   --windows 8 --probes 2 --threads 1 --analogy "a:e::o" > /dev/null 2> "$work/bare.log"
 grep -q "no metrics.jsonl" "$work/bare.log" || { echo "no note about the missing metrics.jsonl" >&2; exit 1; }
-node "$src/tests/browser/report_test.mjs" "$work/bare.html" "$work/bare.json"
+EXPECT_TRAINING=0 EXPECT_SNAPSHOTS=1 \
+  node "$src/tests/browser/report_test.mjs" "$work/bare.html" "$work/bare.json"

@@ -19,6 +19,19 @@ if (!htmlPath || !jsonPath) {
 const doc = JSON.parse(readFileSync(jsonPath, "utf8"));
 const failures = [];
 const check = (ok, what) => { if (!ok) failures.push(what); };
+// What the run behind the report has, said by the caller (tests/report_in_browser.sh), so
+// that a view missing from the JSON is a failure, never a check skipped.
+const expected = (name) => {
+  const v = process.env[name];
+  if (v !== "0" && v !== "1") {
+    console.error(`set ${name}=0 or 1: whether the run has that data`);
+    process.exit(2);
+  }
+  return v === "1";
+};
+const expectTraining = expected("EXPECT_TRAINING"), expectSnapshots = expected("EXPECT_SNAPSHOTS");
+check(Boolean(doc.training) === expectTraining, `training data: ${Boolean(doc.training)}, expected ${expectTraining}`);
+check(Boolean(doc.snapshots) === expectSnapshots, `snapshots: ${Boolean(doc.snapshots)}, expected ${expectSnapshots}`);
 const visible = (t) => ({" ": "\u2423", "\n": "\u21b5", "\t": "\u2192", "\r": "\u240d"})[t] ?? t;
 
 const browser = await chromium.launch({
@@ -80,7 +93,8 @@ try {
   // Ablation, priors and training views are there.
   check(await page.locator("#ablation tbody tr").count() === L * H, "ablation table does not list every head");
   if (doc.priors.positions) check(await page.locator("canvas.prior-thumb").count() >= L * H, "position priors missing");
-  check(await page.locator("#training-charts svg").count() >= (doc.training ? 1 : 0), "training charts missing");
+  const trainingCharts = await page.locator("#training-charts svg").count();
+  check(expectTraining ? trainingCharts >= 1 : trainingCharts === 0, `training charts: ${trainingCharts}`);
   // Composition: an n x n table, the strongest pair (K first, then Q on a click), the graph.
   const c = doc.composition;
   check(await page.locator("#composition-table tbody tr").count() === L * H, "composition table does not list every head");

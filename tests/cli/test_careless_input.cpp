@@ -141,7 +141,7 @@ TEST_F(Careless, NonFiniteAndOutOfRangeNumbersAreRefusedBeforeAnythingIsWritten)
 }
 
 TEST_F(Careless, AResumeCannotChangeWhatTheTokensMean) {
-  for (const std::string& key :
+  for (const std::string key :
        {"--data.tokenizer=byte", "--data.vocab_size=300", "--data.model_type=unigram"}) {
     expect({"train", config_.string(), "--out", run().string(), "--resume", key}, 2,
            {"would change the tokenizer of the run being resumed"});

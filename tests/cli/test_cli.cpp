@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "data/io/files.h"
+#include "small_model.h"
 #include "test_util.h"
 
 namespace tinylm {
@@ -281,7 +282,19 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   const auto b = nlohmann::json::parse(r.output);
   ASSERT_EQ(b["matmul"].size(), 4u);
   for (const auto& m : b["matmul"]) EXPECT_GT(m["gflops"].get<double>(), 0.0);
-  EXPECT_GT(b["training"]["tokens_per_s"].get<double>(), 0.0);
+  // The figures against each other and the model: a step is batch_size x block_size = 64
+  // tokens; FLOPs per token are nanoGPT's 6 N + 12 L C T, N without position tables (rope:
+  // none), for the config's model on Tiny Shakespeare's 65 characters.
+  const double ms = b["training"]["ms_per_step"].get<double>(),
+               tokens_per_s = b["training"]["tokens_per_s"].get<double>();
+  EXPECT_GT(ms, 0.0);
+  EXPECT_NEAR(tokens_per_s * ms / 1e3, 4.0 * 16.0, 1e-9 * 64.0);
+  GPT bench_model(test::small_config({"block_size=16", "pos_encoding=rope"}, 65));
+  const double flops =
+      6.0 * static_cast<double>(bench_model->num_parameters()) + 12.0 * 2 * 16 * 16;
+  EXPECT_EQ(b["training"]["flops_per_token"].get<double>(), flops);
+  EXPECT_NEAR(b["training"]["model_gflops"].get<double>(), flops * tokens_per_s / 1e9,
+              1e-9 * flops * tokens_per_s / 1e9);
   // MFU is defined once: the model's GFLOP/s over a named matmul rate (tools/bench_command.cpp).
   const double gflops = b["training"]["model_gflops"].get<double>();
   EXPECT_GT(gflops, 0.0);

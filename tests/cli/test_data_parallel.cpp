@@ -222,18 +222,32 @@ TEST_F(DataParallel, TwoRanksTrainTheModelOneProcessTrains) {
 // micro-batch's gradient to the first's, the all-reduce adds rank 1's to rank 0's), so
 // every weight is the same to the bit.
 TEST_F(DataParallel, TwoRanksEqualOneProcessWithTheSameMicroBatchesBitForBit) {
-  TempDir dir;
-  const auto one =
-      test::run_tinylm({"train", config().string(), "--out", (dir / "one").string(),
-                        "--train.batch_size=4", "--train.gradient_accumulation_steps=2"});
-  ASSERT_EQ(one.exit_code, 0) << one.output;
-  const auto two = test::run_tinylm(
-      {"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2"});
-  ASSERT_EQ(two.exit_code, 0) << two.output;
-  EXPECT_EQ(test::read_text(dir / "one/model.safetensors"),
-            test::read_text(dir / "two/model.safetensors"));
-  EXPECT_EQ(test::read_text(dir / "one/optimizer.safetensors"),
-            test::read_text(dir / "two/optimizer.safetensors"));
+  // In float32 (the config's), in bfloat16 forced (so every CPU runs that path, emulated
+  // where it has no bfloat16 units) and in the default, auto. With the same micro-batches
+  // each rank runs what the one process runs, so no precision can tell them apart.
+  for (const std::string dtype : {"float32", "bfloat16", "auto"}) {
+    TempDir dir;
+    const std::string precision = "--train.dtype=" + dtype;
+    const auto one = test::run_tinylm({"train", config().string(), "--out", (dir / "one").string(),
+                                       "--train.batch_size=4",
+                                       "--train.gradient_accumulation_steps=2", precision});
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const auto two = test::run_tinylm(
+        {"train", config().string(), "--out", (dir / "two").string(), "--nproc", "2", precision});
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    const json state = json::parse(test::read_text(dir / "one/state.json"));
+    if (dtype != "auto") {
+      EXPECT_EQ(state["precision"]["dtype"], dtype);
+    }
+    EXPECT_EQ(state["precision"],
+              json::parse(test::read_text(dir / "two/state.json"))["precision"]);
+    EXPECT_EQ(test::read_text(dir / "one/model.safetensors"),
+              test::read_text(dir / "two/model.safetensors"))
+        << dtype;
+    EXPECT_EQ(test::read_text(dir / "one/optimizer.safetensors"),
+              test::read_text(dir / "two/optimizer.safetensors"))
+        << dtype;
+  }
 }
 
 TEST_F(DataParallel, EpochSamplingAndAccumulationSplitTheSameWay) {

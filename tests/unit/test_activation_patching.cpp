@@ -49,6 +49,30 @@ double logit_diff(const torch::Tensor& logits, int64_t P, int64_t a, int64_t b) 
   return logits[0][P][a].item<double>() - logits[0][P][b].item<double>();
 }
 
+// The metric of one run of the corrupted text with one slice of `hook` (a head, a position,
+// or all of it) replaced by the clean run's: the independent reference of each site.
+double patched(GPT& model, const torch::Tensor& clean, const torch::Tensor& corrupt,
+               const PatchingResult& r, int64_t P, const std::string& hook, int64_t head,
+               int64_t position) {
+  const CachedRun clean_run = run_with_cache(model, clean.unsqueeze(0));
+  torch::NoGradGuard no_grad;
+  const torch::Tensor from = clean_run.cache.at(hook);
+  const HookHandle h = model->add_hook(hook, [&](const torch::Tensor& x, const std::string&) {
+    torch::Tensor out = x.clone();
+    if (head >= 0) {
+      out.select(1, head).copy_(from.select(1, head));
+    } else if (position >= 0) {
+      out.select(1, position).copy_(from.select(1, position));
+    } else {
+      out.copy_(from);
+    }
+    return out;
+  });
+  const double diff =
+      logit_diff(model->forward(corrupt.unsqueeze(0)), P, r.clean_answer, r.corrupt_answer);
+  return (diff - r.corrupt_diff) / (r.clean_diff - r.corrupt_diff);
+}
+
 TEST(ActivationPatching, TheAnswersAndLogitDifferencesAreTheRunsOwn) {
   GPT model = sensitive_model(small_config({"block_size=8", "bias=false"}));
   const torch::Tensor corrupt = corrupted_at(model, 3, 6);
@@ -69,14 +93,26 @@ TEST(ActivationPatching, TheResidualAtTheOnlyChangedTokenRestoresAll) {
   // Only token 6 differs, and it is where the answer is read: every layer's resid_pre there
   // carries the whole difference, and every earlier position none of it.
   GPT model = sensitive_model(small_config({"block_size=8", "bias=false"}));
-  const PatchingResult r = activation_patching(model, kClean, corrupted_at(model, 6, 6), 6);
+  const torch::Tensor corrupt = corrupted_at(model, 6, 6);
+  const PatchingResult r = activation_patching(model, kClean, corrupt, 6);
   for (int64_t l = 0; l < 2; ++l) {
+    const std::string hook = hook_name(l, "hook_resid_pre");
     EXPECT_NEAR(r.resid_pre[l][6].item<double>(), 1.0, 1e-5) << "layer " << l;
-    for (int64_t p = 0; p < 6; ++p) EXPECT_EQ(r.resid_pre[l][p].item<double>(), 0.0);
+    // Earlier positions are the same in both texts: each patched run computes the corrupted
+    // run again, whose metric is 0 by definition (up to float32 rounding of a forward pass).
+    for (int64_t p = 0; p < 6; ++p) {
+      const double reference = patched(model, kClean, corrupt, r, 6, hook, -1, p);
+      EXPECT_NEAR(reference, 0.0, 1e-5) << l << " " << p;
+      EXPECT_NEAR(r.resid_pre[l][p].item<double>(), reference, 1e-5) << l << " " << p;
+    }
   }
-  // The last layer's attention and MLP outputs both carry part of it; neither need be all.
-  EXPECT_EQ(r.attn_out.size(0), 2);
-  EXPECT_FALSE(std::isnan(r.mlp_out[1].item<double>()));
+  // The last layer's attention and MLP outputs each carry what its own patched run restores.
+  for (const auto& [name, value] :
+       {std::pair{"hook_attn_out", r.attn_out[1]}, std::pair{"hook_mlp_out", r.mlp_out[1]}}) {
+    EXPECT_NEAR(value.item<double>(),
+                patched(model, kClean, corrupt, r, 6, hook_name(1, name), -1, -1), 1e-5)
+        << name;
+  }
 }
 
 TEST(ActivationPatching, TheFirstResidualAtAChangedEarlierTokenRestoresAll) {
@@ -98,25 +134,8 @@ TEST(ActivationPatching, BatchedRunsEqualOnePatchedRunPerSite) {
     const torch::Tensor corrupt = corrupted_at(model, 3, 6);
     const int64_t P = 6;
     const PatchingResult r = activation_patching(model, kClean, corrupt, P, /*batch_size=*/5);
-    const CachedRun clean = run_with_cache(model, kClean.unsqueeze(0));
-    torch::NoGradGuard no_grad;
-    // One run of the corrupted text with one slice of `hook` replaced by the clean run's.
     const auto patched = [&](const std::string& hook, int64_t head, int64_t position) {
-      const torch::Tensor from = clean.cache.at(hook);
-      const HookHandle h = model->add_hook(hook, [&](const torch::Tensor& x, const std::string&) {
-        torch::Tensor out = x.clone();
-        if (head >= 0) {
-          out.select(1, head).copy_(from.select(1, head));
-        } else if (position >= 0) {
-          out.select(1, position).copy_(from.select(1, position));
-        } else {
-          out.copy_(from);
-        }
-        return out;
-      });
-      const double diff =
-          logit_diff(model->forward(corrupt.unsqueeze(0)), P, r.clean_answer, r.corrupt_answer);
-      return (diff - r.corrupt_diff) / (r.clean_diff - r.corrupt_diff);
+      return tinylm::patched(model, kClean, corrupt, r, P, hook, head, position);
     };
     for (int64_t l = 0; l < 2; ++l) {
       for (int64_t h = 0; h < 2; ++h)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <functional>
 
 #include "model/attention.h"
@@ -97,29 +98,41 @@ const Kernel kRmsOperators = [](const Inputs& in) {
 
 TEST(FusedKernels, MatrixVectorEqualsAFloat64Product) {
   // Odd sizes (vector tails), with and without a bias, on one thread and split over two
-  // (a grain that gives each thread a part of the rows).
-  auto rng = at::make_generator<at::CPUGeneratorImpl>(5);
-  for (const auto& [out, in] :
-       std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 37}, {1001, 3}, {3001, 288}}) {
-    const torch::Tensor W = torch::randn({out, in}, rng), x = torch::randn({in}, rng),
-                        b = torch::randn({out}, rng);
-    const torch::Tensor want = W.to(torch::kFloat64).matmul(x.to(torch::kFloat64));
-    for (const int threads : {1, 2}) {
-      const int before = at::get_num_threads();
-      at::set_num_threads(threads);
-      torch::Tensor y = torch::full({out}, 7.0f), yb = torch::full({out}, 7.0f);
-      matrix_vector(W.data_ptr<float>(), out, in, x.data_ptr<float>(), nullptr,
-                    y.data_ptr<float>());
-      matrix_vector(W.data_ptr<float>(), out, in, x.data_ptr<float>(), b.data_ptr<float>(),
-                    yb.data_ptr<float>());
-      at::set_num_threads(before);
-      const double scale =
-          std::sqrt(static_cast<double>(in));  // float rounding of a sum of in terms
-      EXPECT_LE((y.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5 * scale)
-          << out << "x" << in << ", " << threads << " threads";
-      EXPECT_LE((yb.to(torch::kFloat64) - want - b.to(torch::kFloat64)).abs().max().item<double>(),
-                1e-5 * scale)
-          << out << "x" << in << " with bias, " << threads << " threads";
+  // (a grain that gives each thread a part of the rows), for each build this CPU can run.
+  std::vector<VectorIsa> builds;
+  for (const VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2, VectorIsa::kBaseline}) {
+    if (cpu_runs(isa)) builds.push_back(isa);
+  }
+  ASSERT_EQ(builds.back(), VectorIsa::kBaseline);
+  EXPECT_EQ(builds.front(), widest_vector_isa());
+  // Said in the output, so a run on a narrower CPU shows what it did not check.
+  std::printf("matrix_vector: %zu of 3 builds checked on this CPU\n", builds.size());
+  for (const VectorIsa isa : builds) {
+    auto rng = at::make_generator<at::CPUGeneratorImpl>(5);
+    for (const auto& [out, in] :
+         std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {7, 37}, {1001, 3}, {3001, 288}}) {
+      const torch::Tensor W = torch::randn({out, in}, rng), x = torch::randn({in}, rng),
+                          b = torch::randn({out}, rng);
+      const torch::Tensor want = W.to(torch::kFloat64).matmul(x.to(torch::kFloat64));
+      for (const int threads : {1, 2}) {
+        const int before = at::get_num_threads();
+        at::set_num_threads(threads);
+        torch::Tensor y = torch::full({out}, 7.0f), yb = torch::full({out}, 7.0f);
+        matrix_vector(W.data_ptr<float>(), out, in, x.data_ptr<float>(), nullptr,
+                      y.data_ptr<float>(), isa);
+        matrix_vector(W.data_ptr<float>(), out, in, x.data_ptr<float>(), b.data_ptr<float>(),
+                      yb.data_ptr<float>(), isa);
+        at::set_num_threads(before);
+        const double scale =
+            std::sqrt(static_cast<double>(in));  // float rounding of a sum of in terms
+        EXPECT_LE((y.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5 * scale)
+            << out << "x" << in << ", " << threads << " threads, build " << static_cast<int>(isa);
+        EXPECT_LE(
+            (yb.to(torch::kFloat64) - want - b.to(torch::kFloat64)).abs().max().item<double>(),
+            1e-5 * scale)
+            << out << "x" << in << " with bias, " << threads << " threads, build "
+            << static_cast<int>(isa);
+      }
     }
   }
 }

@@ -61,7 +61,17 @@ TEST(Snapshots, HoldWhatTheAnalysesComputeAndReadBack) {
   EXPECT_TRUE(torch::allclose(s.previous_token[1], prev.sum / static_cast<double>(prev.rows)));
   EXPECT_TRUE(
       torch::allclose(s.ov_copying, head_priors(model).ov_copying.to(s.ov_copying.dtype())));
-  EXPECT_EQ(s.induction.sizes(), (std::vector<int64_t>{2, 2}));
+  // Induction on the probe's repeat, by hand: row i (4..7) reads the token after the earlier
+  // copy of its own, at i - 3.
+  const CachedRun probe_run = run_with_cache(model, probe.unsqueeze(0));
+  for (int64_t l = 0; l < 2; ++l) {
+    const torch::Tensor a = probe_run.cache.at(hook_name(l, "attn.hook_pattern"))[0];  // (nh, T, T)
+    for (int64_t h = 0; h < 2; ++h) {
+      double sum = 0.0;
+      for (int64_t i = 4; i < 8; ++i) sum += a[h][i][i - 3].item<double>();
+      EXPECT_NEAR(s.induction[l][h].item<double>(), sum / 4, 1e-6) << l << " " << h;
+    }
+  }
 
   test::TempDir dir;
   save_snapshot(dir.path(), 7, s, text, probe);

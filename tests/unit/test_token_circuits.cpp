@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "model/activation_cache.h"
 #include "model/analysis/token_circuits.h"
 #include "small_model.h"
 
@@ -43,13 +44,35 @@ TEST(TokenCircuits, EqualTheDenseMatrixsSvd) {
   }
 }
 
-TEST(TokenCircuits, EveryHeadHasItsDirections) {
-  GPT model = test::random_model(test::small_config({"n_kv_head=1"}));
+TEST(TokenCircuits, EveryHeadsQkDirectionsAreThoseOfTheScoresItComputes) {
+  // Without positions or biases, block 0's score of query token b on key token a is
+  // q(e_b) . k(e_a) / sqrt(hs): run every pair (a, b) as a two-token text and the scores
+  // spell out each head's dense QK matrix, which the factored directions must match.
+  const int64_t V = 11;
+  GPT model =
+      test::random_model(test::small_config({"n_kv_head=1", "pos_encoding=none", "bias=false"}, V));
   const TokenCircuits c = token_circuits(model, 2);
-  ASSERT_EQ(c.ov.size(), 2u);
-  ASSERT_EQ(c.qk[1].size(), 2u);
-  EXPECT_EQ(c.ov[1][1].left.sizes(), (std::vector<int64_t>{2, 11}));
-  EXPECT_GE(c.qk[0][0].values[0].item<double>(), c.qk[0][0].values[1].item<double>());
+  ASSERT_EQ(c.qk.size(), 2u);
+  const torch::Tensor pairs = torch::stack(  // (V V, 2): row a V + b is [a, b]
+      {torch::arange(V).repeat_interleave(V), torch::arange(V).repeat(V)}, 1);
+  const CachedRun run = run_with_cache(model, pairs);
+  const torch::Tensor scores = run.cache.at("blocks.0.attn.hook_scores");  // (V V, nh, 2, 2)
+  for (int64_t h = 0; h < 2; ++h) {
+    // M[b, a]: the query's token indexes rows, the key's columns.
+    const torch::Tensor M =
+        scores.select(1, h).select(1, 1).select(1, 0).view({V, V}).t().to(torch::kFloat64);
+    const torch::Tensor s = std::get<1>(torch::linalg::svd(M, false, c10::nullopt));
+    const SingularDirections& d = c.qk[0][static_cast<size_t>(h)];
+    ASSERT_EQ(d.values.size(0), 2) << h;
+    EXPECT_TRUE(torch::allclose(d.values, s.slice(0, 0, 2), 1e-4, 1e-5)) << h;
+    for (int64_t i = 0; i < 2; ++i) {  // u^T M v = sigma: the pair reads M as the head does
+      EXPECT_NEAR(d.left[i].dot(M.matmul(d.right[i])).item<double>(), d.values[i].item<double>(),
+                  1e-4)
+          << h;
+    }
+  }
+  ASSERT_EQ(c.ov[1].size(), 2u);
+  EXPECT_EQ(c.ov[1][1].left.sizes(), (std::vector<int64_t>{2, V}));
 }
 
 }  // namespace

@@ -25,7 +25,6 @@ struct PositionTraits {
   bool adds_table = false;     // a (T, C) table is added to the token embeddings
   bool learned_table = false;  // that table is a parameter, transformer.wpe (else sinusoids)
   bool rotates = false;        // q and k are rotated by their positions (rope)
-  bool biases_scores = false;  // a bias b_h(i - j) is added to the attention scores
   bool extrapolates = true;    // windows longer than block_size have positions
   // Token embeddings are multiplied by sqrt(n_embd) before the table is added (Vaswani et
   // al., section 3.4): at init they are N(0, 0.02^2) against sinusoids of magnitude ~0.7,
@@ -50,9 +49,9 @@ inline PositionTraits position_traits(PosEncoding encoding) {
       break;
     case PosEncoding::kSinusoidal: t.adds_table = t.scales_tokens = true; break;
     case PosEncoding::kRope: t.rotates = true; break;
-    case PosEncoding::kNone: break;
-    case PosEncoding::kRelative:
-    case PosEncoding::kAlibi: t.biases_scores = true; break;
+    case PosEncoding::kNone:
+    case PosEncoding::kRelative:  // a score bias inside attention (model/position_bias.h)
+    case PosEncoding::kAlibi: break;
   }
   return t;
 }

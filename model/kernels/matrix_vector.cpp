@@ -66,8 +66,10 @@ VectorIsa widest_vector_isa() {
 
 void matrix_vector(const float* W, int64_t out, int64_t in, const float* x, const float* bias,
                    float* y, std::optional<VectorIsa> isa) {
+  if (isa && !cpu_runs(*isa)) {
+    throw std::invalid_argument("matrix_vector: this CPU cannot run that build");
+  }
   const VectorIsa use = isa.value_or(widest_vector_isa());
-  if (!cpu_runs(use)) throw std::invalid_argument("matrix_vector: this CPU cannot run that build");
   auto rows = rows_baseline;
 #if defined(__x86_64__)
   if (use == VectorIsa::kAvx512) rows = rows_avx512;

@@ -13,11 +13,18 @@
 // joins. Members are built in the order they are declared, so a module declares its hook
 // points, and builds its submodules between them, in the order its forward pass reaches
 // them; the list is then in forward order.
+//
+// Hooks belong to the thread that adds them: a forward pass sees only its own thread's. So
+// one model serves many threads read-only (the lab's requests), each with its own ablations
+// and caches, and a hook never leaks into another thread's pass. A handle is removed on the
+// thread that added it.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
-#include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -51,34 +58,52 @@ class HookPoint {
   // an option this model does not have (hook_rot_q without rotary positions), which never
   // fires.
   HookPoint(const HookScope& scope, const std::string& name, bool present = true)
-      : name_(scope.prefix + name) {
+      : name_(scope.prefix + name), id_(next_point_id()) {
     if (present && scope.list) scope.list->push_back(this);
   }
   HookPoint(const HookPoint&) = delete;  // the list holds its address
   HookPoint& operator=(const HookPoint&) = delete;
 
   torch::Tensor operator()(torch::Tensor x) const {
-    if (hooks_->empty()) return x;  // the common case: one branch, no copy
-    for (const auto& [id, hook] : *hooks_) x = hook(x, name_);
+    const Hooks* hooks = this_thread_hooks();
+    if (!hooks) return x;  // the common case: one lookup, no copy
+    for (const auto& [id, hook] : *hooks) x = hook(x, name_);
     return x;
   }
 
   const std::string& name() const { return name_; }
-  bool has_hooks() const { return !hooks_->empty(); }
+  bool has_hooks() const { return this_thread_hooks() != nullptr; }
 
   [[nodiscard]] HookHandle add(HookFn hook);
 
  private:
   using Hooks = std::vector<std::pair<uint64_t, HookFn>>;
+  // This thread's hooks, by point id (never an address: a new model may reuse a freed one's).
+  // Only non-empty lists are kept.
+  using ThreadHooks = std::unordered_map<uint64_t, Hooks>;
   friend class HookHandle;
 
+  static ThreadHooks& thread_hooks() {
+    thread_local ThreadHooks hooks;
+    return hooks;
+  }
+  static uint64_t next_point_id() {
+    static std::atomic<uint64_t> next{0};
+    return next++;
+  }
+  const Hooks* this_thread_hooks() const {
+    const ThreadHooks& all = thread_hooks();
+    if (all.empty()) return nullptr;
+    const auto it = all.find(id_);
+    return it == all.end() ? nullptr : &it->second;
+  }
+
   std::string name_;
-  std::shared_ptr<Hooks> hooks_ = std::make_shared<Hooks>();
-  uint64_t next_id_ = 0;
+  uint64_t id_;
 };
 
-// Removes its hook when destroyed (or on remove()). Safe to outlive the model: it holds the
-// hook list weakly.
+// Removes its hook when destroyed (or on remove()), on the thread that added it. Safe to
+// outlive the model: it names the point by id.
 class HookHandle {
  public:
   HookHandle() = default;
@@ -86,9 +111,9 @@ class HookHandle {
   HookHandle& operator=(HookHandle&& other) noexcept {
     if (this != &other) {
       remove();
-      hooks_ = std::move(other.hooks_);
+      point_ = other.point_;
       id_ = other.id_;
-      other.hooks_.reset();
+      other.point_.reset();
     }
     return *this;
   }
@@ -97,30 +122,35 @@ class HookHandle {
   ~HookHandle() { remove(); }
 
   void remove() {
-    if (auto hooks = hooks_.lock()) {
-      for (auto it = hooks->begin(); it != hooks->end(); ++it) {
-        if (it->first == id_) {
-          hooks->erase(it);
+    if (!point_) return;
+    HookPoint::ThreadHooks& all = HookPoint::thread_hooks();
+    if (const auto it = all.find(*point_); it != all.end()) {
+      HookPoint::Hooks& hooks = it->second;
+      for (auto hook = hooks.begin(); hook != hooks.end(); ++hook) {
+        if (hook->first == id_) {
+          hooks.erase(hook);
           break;
         }
       }
+      if (hooks.empty()) all.erase(it);
     }
-    hooks_.reset();
+    point_.reset();
   }
 
  private:
   friend class HookPoint;
-  HookHandle(std::weak_ptr<HookPoint::Hooks> hooks, uint64_t id)
-      : hooks_(std::move(hooks)), id_(id) {}
+  HookHandle(uint64_t point, uint64_t id) : point_(point), id_(id) {}
 
-  std::weak_ptr<HookPoint::Hooks> hooks_;
+  std::optional<uint64_t> point_;  // the HookPoint's id; empty once removed
   uint64_t id_ = 0;
 };
 
 inline HookHandle HookPoint::add(HookFn hook) {
-  const uint64_t id = next_id_++;
-  hooks_->emplace_back(id, std::move(hook));
-  return HookHandle(hooks_, id);
+  // Ids only tell a point's hooks apart; a process-wide counter keeps them unique.
+  static std::atomic<uint64_t> next_hook{0};
+  const uint64_t id = next_hook++;
+  thread_hooks()[id_].emplace_back(id, std::move(hook));
+  return HookHandle(id_, id);
 }
 
 }  // namespace tinylm

@@ -51,12 +51,18 @@ torch::Tensor RelativeBiasImpl::buckets(int64_t count) const {
 }
 
 torch::Tensor RelativeBiasImpl::forward(int64_t T, int64_t Tk) const {
-  if (!cached_buckets_.defined() || cached_buckets_.size(0) < Tk ||
-      cached_buckets_.device() != weight.device()) {
-    cached_buckets_ = buckets(Tk).to(weight.device());
+  torch::Tensor cached;
+  {
+    // Threads may share one model (the lab): the cache is swapped whole, under the lock.
+    const std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (!cached_buckets_.defined() || cached_buckets_.size(0) < Tk ||
+        cached_buckets_.device() != weight.device()) {
+      cached_buckets_ = buckets(Tk).to(weight.device());
+    }
+    cached = cached_buckets_;
   }
   // Each distance's bias (nh, Tk), then spread over the (T, Tk) grid of distances.
-  const torch::Tensor per_distance = weight.index_select(1, cached_buckets_.slice(0, 0, Tk));
+  const torch::Tensor per_distance = weight.index_select(1, cached.slice(0, 0, Tk));
   const torch::Tensor d = query_key_distances(T, Tk, weight.device());
   return per_distance.index_select(1, d.flatten()).view({weight.size(0), T, Tk});
 }

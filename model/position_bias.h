@@ -14,6 +14,7 @@
 //             last bucket.
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include <torch/torch.h>
@@ -47,6 +48,7 @@ class RelativeBiasImpl : public torch::nn::Module {
   // buckets() of the longest window seen, on the weight's device: a forward pass reads a
   // slice of it instead of computing and copying the buckets again in every layer and step.
   mutable torch::Tensor cached_buckets_;
+  mutable std::mutex cache_mutex_;
 };
 TORCH_MODULE(RelativeBias);
 

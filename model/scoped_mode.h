@@ -10,9 +10,13 @@ class ScopedMode {
  public:
   ScopedMode(torch::nn::Module& module, bool training)
       : module_(module), was_training_(module.is_training()) {
-    module_.train(training);
+    // A module already in that mode is not written: threads that share a model in eval mode
+    // (the lab's requests) then only read it.
+    if (was_training_ != training) module_.train(training);
   }
-  ~ScopedMode() { module_.train(was_training_); }
+  ~ScopedMode() {
+    if (module_.is_training() != was_training_) module_.train(was_training_);
+  }
   ScopedMode(const ScopedMode&) = delete;
   ScopedMode& operator=(const ScopedMode&) = delete;
 

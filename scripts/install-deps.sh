@@ -20,12 +20,14 @@ packages=(
   libtomlplusplus-dev nlohmann-json3-dev libcli11-dev
   libpcre2-dev   # GPT-2's pre-tokenizer regex (Unicode classes)
   libxxhash-dev   # checksums of checkpoints (XXH3)
+  libcpp-httplib-dev   # the live lab's HTTP (tinylm serve)
 )
 if [[ $what == all ]]; then
   packages+=(
     python3-xxhash   # Python's reference for the checksums
     clang libclang-rt-dev libomp-dev   # make sanitize and make fuzz: ASan, UBSan, libFuzzer
     python3 python3-numpy python3-torch   # python3-torch: torchrun and PyTorch, references for tests
+    python3-jsonschema   # the lab's answers checked against docs/serve-openapi.json
     iproute2   # ip netns: two hosts on one machine for the two-machine torchrun test
     chromium fonts-liberation   # headless Chromium for the report test; a font to draw labels
   )

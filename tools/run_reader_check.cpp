@@ -1,5 +1,5 @@
 // The rooms' link-time check (tools/CMakeLists.txt): the run directory, the foreign formats
-// and the inspection views, each reached from here, link without the training library. It
+// the inspection views and the live lab's server, each reached from here, link without the training library. It
 // runs too: `tinylm_run_reader_check RUN` loads a run, writes its priors' report page to
 // stdout and, on stderr, what keeps it from nanoGPT's and llama2.c's formats. (Each library
 // is one unity object, so one symbol reached pulls in all of its code.)
@@ -11,6 +11,7 @@
 #include "tools/inspect/html_report.h"
 #include "tools/inspect/inspection.h"
 #include "tools/inspect/inspection_json.h"
+#include "tools/serve/served_runs.h"
 #include "train/formats/llama2c_export.h"
 #include "train/formats/nanogpt_checkpoint.h"
 #include "train/run/checkpoint.h"
@@ -21,7 +22,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    tinylm::LoadedRun run = tinylm::load_run(argv[1]);
+    // The lab's list of runs (and so its server, one object with it) reads this one.
+    const tinylm::ServedRuns served({argv[1]});
+    tinylm::LoadedRun run = tinylm::load_run(served.runs().at(0).dir);
     tinylm::Inspection out;
     out.run_dir = argv[1];
     out.priors = tinylm::inspect_priors(out, run);

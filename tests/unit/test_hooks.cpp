@@ -1,6 +1,8 @@
 // Hook points and the activation cache: every name with its documented shape, in forward
 // order, reading, replacing, and a hook's scope.
 
+#include <thread>
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -162,6 +164,64 @@ TEST(Hooks, HandleMayOutliveItsModel) {
   }
   handle.remove();  // the hook list is gone: nothing to do, no crash
   SUCCEED();
+}
+
+TEST(Hooks, AHookIsSeenOnlyByTheThreadThatAddedIt) {
+  GPT model = random_model(hook_config());
+  model->eval();
+  const torch::Tensor tokens = some_tokens();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor plain = model->forward(tokens);
+  const HookHandle doubled = model->add_hook(
+      "blocks.0.hook_resid_mid", [](const torch::Tensor& x, const std::string&) { return x * 2; });
+  EXPECT_FALSE(torch::equal(model->forward(tokens), plain));
+  EXPECT_TRUE(model->has_hooks());
+  torch::Tensor other;
+  bool other_sees_hooks = true;
+  std::thread([&] {
+    torch::NoGradGuard thread_no_grad;
+    other = model->forward(tokens);
+    other_sees_hooks = model->has_hooks();
+  }).join();
+  EXPECT_TRUE(torch::equal(other, plain));
+  EXPECT_FALSE(other_sees_hooks);
+}
+
+// The lab's case: one model, read by many threads at once, each with its own ablation. Each
+// thread's logits equal the same ablation run alone.
+TEST(Hooks, ThreadsSharingAModelEachSeeTheirOwnAblation) {
+  // Relative positions: their bucket cache is state the threads share.
+  GPT model = random_model(test::small_config({"pos_encoding=relative"}, kV));
+  model->eval();
+  const torch::Tensor tokens = some_tokens();
+  const auto ablated_logits = [&](int64_t head) {
+    torch::NoGradGuard no_grad;
+    const HookHandle zeroed = model->add_hook(
+        "blocks.1.attn.hook_z", [head](const torch::Tensor& z, const std::string&) {
+          torch::Tensor out = z.clone();
+          out.select(1, head).zero_();
+          return out;
+        });
+    return model->forward(tokens);
+  };
+  std::vector<torch::Tensor> alone;
+  for (int64_t h = 0; h < kNh; ++h) alone.push_back(ablated_logits(h));
+  ASSERT_FALSE(torch::equal(alone[0], alone[1]));
+  constexpr int kThreads = 8, kRounds = 20;
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const int64_t h = (t + r) % kNh;
+        if (!torch::equal(ablated_logits(h), alone[static_cast<size_t>(h)]))
+          ++mismatches[static_cast<size_t>(t)];
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(mismatches, std::vector<int>(kThreads, 0));
+  EXPECT_FALSE(model->has_hooks());
 }
 
 TEST(Hooks, UnknownNameIsAnErrorThatNamesACloseOne) {

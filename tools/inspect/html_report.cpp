@@ -5,7 +5,20 @@
 
 namespace tinylm {
 
-extern const char kReportTemplate[];  // tools/inspect/report/report.html, embedded by CMake
+// tools/inspect/report/report.html and report.js, embedded by CMake.
+extern const char kReportTemplate[];
+extern const char kReportScript[];
+
+namespace {
+
+// `page` with `marker` (which it must hold once) replaced by `text`.
+std::string replaced(const std::string& page, const std::string& marker, const std::string& text) {
+  const size_t at = page.find(marker);
+  if (at == std::string::npos) throw std::logic_error("the report template has no " + marker);
+  return page.substr(0, at) + text + page.substr(at + marker.size());
+}
+
+}  // namespace
 
 std::string base64(const uint8_t* bytes, size_t size) {
   static const char kDigits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -52,6 +65,12 @@ nlohmann::json pack_heatmaps(const torch::Tensor& values, bool unit) {
           {"b64", base64(q.data_ptr<uint8_t>(), static_cast<size_t>(q.numel()))}};
 }
 
+std::string report_page(const std::string& data, const std::string& tail) {
+  std::string page = replaced(kReportTemplate, "__TINYLM_DATA__", data);
+  page = replaced(page, "__TINYLM_SCRIPT__", kReportScript);
+  return replaced(page, "__TINYLM_LAB__", tail);
+}
+
 std::string html_report(const nlohmann::json& doc) {
   std::string data = doc.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // Inside <script>, "</script" or "<!--" in a token or a path would end or confuse the
@@ -59,11 +78,7 @@ std::string html_report(const nlohmann::json& doc) {
   for (size_t at = data.find('<'); at != std::string::npos; at = data.find('<', at + 6)) {
     data.replace(at, 1, "\\u003c");
   }
-  const std::string page = kReportTemplate;
-  const std::string marker = "__TINYLM_DATA__";
-  const size_t at = page.find(marker);
-  if (at == std::string::npos) throw std::logic_error("the report template has no data marker");
-  return page.substr(0, at) + data + page.substr(at + marker.size());
+  return report_page(data, "");
 }
 
 }  // namespace tinylm

@@ -15,6 +15,10 @@ namespace tinylm {
 // `doc`: inspection_json(..., pack_heatmaps) (tools/inspect/inspection_json.h).
 std::string html_report(const nlohmann::json& doc);
 
+// The report's page with `data` (JSON text, "null" for none yet) inlined and `tail` (markup)
+// at the end of its body: the live lab's page is this with no data and its script.
+std::string report_page(const std::string& data, const std::string& tail);
+
 // {"shape": [L, nh, R, C], "lo": [...], "hi": [...], "b64": "..."} for values (L, nh, R, C).
 nlohmann::json pack_heatmaps(const torch::Tensor& values, bool unit);
 

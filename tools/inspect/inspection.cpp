@@ -161,7 +161,14 @@ Priors inspect_priors(Inspection& out, LoadedRun& run) {
 }
 
 LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k) {
-  return {ids, logit_lens(run.model, ids.unsqueeze(0), k)};
+  LensView v{ids, logit_lens(run.model, ids.unsqueeze(0), k), {}};
+  torch::NoGradGuard no_grad;
+  const torch::Tensor logits = run.model->forward(ids.unsqueeze(0))[0].to(torch::kFloat64);
+  const int64_t T = ids.numel();
+  v.loss = -torch::log_softmax(logits.slice(0, 0, T - 1), -1)
+                .gather(1, ids.slice(0, 1).unsqueeze(1))
+                .squeeze(1);
+  return v;
 }
 
 AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids) {

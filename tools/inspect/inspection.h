@@ -69,6 +69,7 @@ struct PatchingView {
 struct LensView {
   torch::Tensor ids;  // (T,)
   LogitLens lens;
+  torch::Tensor loss;  // (T - 1,) float64: each next token's loss in nats, given the ones before
 };
 
 struct PositionLossView {

@@ -1,0 +1,46 @@
+#pragma once
+// What an inspection asks for, and computing it: one code path for its two front ends. The
+// CLI's `tinylm inspect` binds these flags to its command line; the lab's GET /api/inspect
+// binds the same flags, by the same registration, to a request's query parameters. Both
+// then call run_inspection and write inspection_json: the lab's answer is the CLI's --json.
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/inspect/inspection.h"
+#include "train/run/checkpoint.h"
+#include "train/run/run_config.h"
+
+namespace tinylm {
+
+struct InspectArgs {
+  std::string run, prompt, text, html, json, clean, corrupt, drift_token, analogy;
+  bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
+       patch = false, composition = false, attribution = false, circuits = false, geometry = false,
+       positions = false, drift = false, training = false;
+  std::string ablate_heads;      // L.H[,L.H...]: ablated in every view computed
+  std::string ablation = "zero";  // how: zero, or mean (over the windows)
+  int64_t windows = 32, probes = 8, seed = kDefaultSeed, position = -1, context = 0;
+  int threads = 0;
+  std::string device = "cpu";
+};
+
+// The flags of the views, of the text they read, and of the ablation: every option but RUN,
+// --html, --json, --threads and --device, which the CLI adds itself. Numbers are checked as
+// the CLI checks them (tools/cli.h); a bad one is a CLI11 error naming its flag.
+void add_inspect_options(CLI::App* cmd, InspectArgs& args);
+
+// Throws a UsageError when the flags ask for no view, or for a combination that does not go
+// together; run_inspection checks this first too.
+void check_inspect_args(const InspectArgs& args);
+
+// Checks the combination of flags (a UsageError says what is missing or stray) and computes
+// every view asked for on `run`, with the heads of --ablate-heads ablated throughout.
+// `run_dir` is the run's directory (its state.json, metrics.jsonl and snapshots). The model
+// is only read: hooks are this thread's, so requests may share it.
+Inspection run_inspection(LoadedRun& run, const std::filesystem::path& run_dir,
+                          const InspectArgs& args);
+
+}  // namespace tinylm

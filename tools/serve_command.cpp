@@ -93,9 +93,11 @@ Command add_serve_command(CLI::App& app) {
                   "Intra-op threads per request (default 1: requests run side by side)")
       ->check(integer_flag(between(1, 1024)));
   cmd->add_option("--heavy-jobs", o.limits.heavy_workers,
-                  "Heavy requests (head scores, ablation sweeps, patching, eval) run at once; "
-                  "others wait, at most " + std::to_string(o.limits.heavy_waiting))
+                  "Heavy requests (head scores, ablation sweeps, patching, eval) run at once")
       ->check(integer_flag(between(1, 64)));
+  cmd->add_option("--heavy-queue", o.limits.heavy_waiting,
+                  "Heavy requests that may wait for one of those; more are refused (503)")
+      ->check(integer_flag(between(0, 1024)));
   cmd->add_option("--max-streams", o.limits.max_streams,
                   "Open sample and live streams at once")
       ->check(integer_flag(between(1, 1024)));

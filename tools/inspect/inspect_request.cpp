@@ -116,7 +116,9 @@ std::vector<HookHandle> ablate_heads(LoadedRun& run, const fs::path& run_dir,
   auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args.seed));
   const torch::Tensor windows =
       random_windows(tokens, run.model->config().block_size, args.windows, rng, source);
-  const torch::Tensor means = mean_head_outputs(run.model, windows);  // (L, nh, hs)
+  // The windows' inputs: their first T of T + 1 tokens.
+  const torch::Tensor means =
+      mean_head_outputs(run.model, windows.slice(1, 0, windows.size(1) - 1));  // (L, nh, hs)
   std::vector<HookHandle> handles;
   for (const HeadRef& h : heads)
     handles.push_back(ablate_head(run.model, h, means[h.layer][h.head]));

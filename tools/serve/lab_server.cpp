@@ -406,6 +406,7 @@ struct LabServer::Impl {
           std::set<int64_t> seen = from == "start" ? std::set<int64_t>{} : snapshot_steps(dir);
           std::optional<int64_t> step = ServedRuns::step_on_disk(dir);
           std::string first = event("hello", {{"run", id}, {"step", step ? json(*step) : json()}});
+          if (from == "start") step.reset();  // the history ends with the checkpoint of now
           if (!sink.write(first.data(), first.size())) return false;
           auto last_write = std::chrono::steady_clock::now();
           while (!stopping) {
@@ -451,7 +452,10 @@ struct LabServer::Impl {
       } catch (const ApiError& e) {
         send_error(res, e.status, e.what(), e.where);
       } catch (const UsageError& e) {
-        send_error(res, 400, e.what(), flag_in(e.what(), "query"));
+        // "inspect: choose a view: --prompt TEXT, --heads, ..." is about the whole query.
+        const std::string message = e.what();
+        send_error(res, 400, message,
+                   message.rfind("inspect:", 0) == 0 ? "query" : flag_in(message, "query"));
       } catch (const Cancelled& e) {
         send_error(res, 499, e.what(), "client");
       } catch (const std::invalid_argument& e) {
@@ -499,6 +503,15 @@ struct LabServer::Impl {
     server.Patch(".*", not_allowed);
     server.Options(".*", not_allowed);
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      // httplib reads no body of a GET; its length alone says what was sent.
+      if (req.get_header_value<uint64_t>("Content-Length") > options.limits.max_body_bytes) {
+        send_error(res, 413,
+                   "the body is over " + std::to_string(options.limits.max_body_bytes) +
+                       " bytes: the lab's API takes none",
+                   "body");
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
       if (req.target.size() > options.limits.max_query_bytes) {
         send_error(res, 414,
                    "the request target is " + std::to_string(req.target.size()) +
@@ -515,7 +528,8 @@ struct LabServer::Impl {
         [this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       // A POST without a length fails as malformed before its route: the method is the error.
-      if (req.method != "GET" && req.method != "HEAD" && !req.method.empty()) {
+      if (res.status != 413 && res.status != 414 && req.method != "GET" && req.method != "HEAD" &&
+          !req.method.empty()) {
         method_refusal(req, res);
         return httplib::Server::HandlerResponse::Handled;
       }
@@ -545,6 +559,9 @@ struct LabServer::Impl {
           send_error(res, 500, what, "server");
         });
     server.set_payload_max_length(options.limits.max_body_bytes);
+    // Headers and body leave in separate writes: without TCP_NODELAY, Nagle holds the body
+    // until the client's delayed ACK, 40 ms on Linux, on every keep-alive request.
+    server.set_tcp_nodelay(true);
     const int threads = options.http_threads;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }

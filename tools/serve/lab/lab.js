@@ -27,7 +27,7 @@ const state = {
 
 const style = document.createElement("style");
 style.textContent = `
-  #lab-controls { position: sticky; top: 0; z-index: 5; background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 12px; margin: 8px 0; }
+  #lab-controls { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 12px; margin: 8px 0; }
   #lab-controls .row { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; margin: 4px 0; }
   #lab-prompt { flex: 1; min-width: 320px; font: 13px ui-monospace, monospace; }
   #lab-controls input[type=number] { width: 70px; }
@@ -41,6 +41,7 @@ style.textContent = `
   .thumb.ablated canvas { outline: 3px solid #cf222e; opacity: 0.55; }
   .thumb.formed span::after { content: " \\2605"; color: #1a7f37; }
   #lab-effect table td.changed { background: #fff8c5; }
+  #lab-effect .scroll { max-height: 180px; }
   #lab-live.on { color: #1a7f37; font-weight: 600; }
 `;
 document.head.appendChild(style);
@@ -82,7 +83,6 @@ function show() {
   doc.notes = [...new Set(docs.flatMap((d) => d.notes || []))];
   render(doc);
   decorate();
-  document.body.setAttribute("data-lab-ready", "1");
 }
 
 // What the report's drawing does not know: hover, ablation marks, formed heads.
@@ -276,6 +276,7 @@ async function openRun(id) {
   state.ablated.clear();
   follow();
   await Promise.all([refreshPrompt(), refreshStatic()]);
+  document.body.setAttribute("data-lab-ready", "1");  // the prompt's views and the run's
   refreshHeads().catch(showError);
 }
 

@@ -1,0 +1,124 @@
+// The live lab's requests (tools/serve/lab_server.h): a server in this process, on a free
+// loopback port, serving a small run, answers what the fuzzer sends over a real socket. The
+// input's first byte picks where it goes: the query string of /api/inspect, /api/eval or
+// /api/sample (with a body when the input holds a blank line), or the whole request as raw
+// bytes. Every answer must be an HTTP response; none may be a 5xx other than 503 (a limit
+// reached); every refusal must be JSON with "error" and "where"; and the server must answer
+// the next input. A broken promise aborts, and libFuzzer reports it.
+#include <ATen/CPUGeneratorImpl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "data/char_tokenizer.h"
+#include "tests/fuzz/fuzz_support.h"
+#include "tools/serve/lab_server.h"
+#include "train/run/checkpoint.h"
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) std::abort();
+}
+
+// A run of a tiny random model over "abcde", its corpus beside it.
+std::filesystem::path make_run() {
+  const std::filesystem::path dir = tinylm::fuzz::scratch_dir() / "run";
+  tinylm::fuzz::write_file(tinylm::fuzz::scratch_dir() / "corpus.txt",
+                           std::string(4000, 'a') + "abcdeedcba" + std::string(200, 'e'));
+  tinylm::RunConfig config;
+  config.model.n_layer = 2;
+  config.model.n_head = 2;
+  config.model.n_embd = 16;
+  config.model.block_size = 16;
+  config.model.vocab_size = 5;
+  config.data.path = (tinylm::fuzz::scratch_dir() / "corpus.txt").string();
+  config.data.cache_dir = (tinylm::fuzz::scratch_dir() / "cache").string();
+  tinylm::GPT model(config.model);
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(3);
+  model->init_weights(rng);
+  tinylm::save_checkpoint(dir, config, tinylm::CharTokenizer::from_text("abcde"), model, {}, {});
+  return dir;
+}
+
+struct Lab {
+  Lab() : runs({make_run()}) {
+    tinylm::ServeOptions options;
+    options.port = 0;
+    options.http_threads = 8;
+    server = std::make_unique<tinylm::LabServer>(runs, options);
+    port = server->bind();
+    thread = std::thread([this] { server->listen(); });
+  }
+  tinylm::ServedRuns runs;
+  std::unique_ptr<tinylm::LabServer> server;
+  std::thread thread;
+  int port = 0;
+};
+
+// Sends `request` and reads the answer until the server closes (Connection: close).
+std::string exchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  require(fd >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  require(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  timeval timeout{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  (void)!write(fd, request.data(), request.size());
+  shutdown(fd, SHUT_WR);
+  std::string answer;
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) answer.append(buffer, static_cast<size_t>(n));
+  close(fd);
+  return answer;
+}
+
+// The status of an answer, and its refusal's JSON checked.
+void check_answer(const std::string& answer) {
+  require(answer.rfind("HTTP/1.1 ", 0) == 0 && answer.size() >= 12);
+  const int status = std::atoi(answer.substr(9, 3).c_str());
+  require(status >= 200 && (status < 500 || status == 503));
+  if (status >= 400) {
+    const size_t body = answer.find("\r\n\r\n");
+    require(body != std::string::npos);
+    const nlohmann::json doc = nlohmann::json::parse(answer.substr(body + 4), nullptr, false);
+    require(doc.is_object() && doc.contains("error") && doc.contains("where"));
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Lab* lab = new Lab();  // lives for the process: its threads serve every input
+  if (size == 0) return 0;
+  const std::string input(reinterpret_cast<const char*>(data) + 1, size - 1);
+  static const char* kPaths[] = {"/api/inspect", "/api/eval", "/api/sample"};
+  if (data[0] % 4 == 3) {
+    // Raw bytes: httplib's parser first. Any answer it gives must still keep the promises.
+    const std::string answer = exchange(lab->port, input);
+    if (!answer.empty()) check_answer(answer);
+  } else {
+    const size_t blank = input.find("\n\n");
+    const std::string query = input.substr(0, blank);
+    const std::string body = blank == std::string::npos ? "" : input.substr(blank + 2);
+    std::string request = std::string("GET ") + kPaths[data[0] % 4] + "?run=run&" + query +
+                          " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+    if (!body.empty()) request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    const std::string answer = exchange(lab->port, request + "\r\n" + body);
+    // A query with a space or a line break ends the request line early: a 400, or nothing.
+    if (!answer.empty()) check_answer(answer);
+  }
+  // The server answers the next request.
+  check_answer(exchange(lab->port, "GET /api/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  return 0;
+}

@@ -1,5 +1,6 @@
 // `tinylm bench [CONFIG] [--section.key=value ...] [--threads N] [--json] [--repeats R]
 //               [--steps S] [--num-samples N] [--max-new-tokens M] [--checkpoint]`
+// `tinylm bench --serve RUN [--clients C] [--requests N]`: the live lab (tools/bench_serve.h)
 // What this machine does with a config, in one run: the matmul rate LibTorch reaches here
 // (the practical limit), training tokens/s and model FLOPs utilisation against that limit,
 // sampling tokens/s with and without the KV cache at batch 1 and batch N, and peak memory.
@@ -21,6 +22,7 @@
 #include "model/generate.h"
 #include "model/kernels/kernel_choice.h"
 #include "tools/bench_checkpoint.h"
+#include "tools/bench_serve.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
 #include "train/adamw.h"
@@ -109,6 +111,8 @@ struct BenchArgs {
   bool checkpoint = false;                               // --checkpoint: only that
   std::string checkpoint_dir = "runs/bench-checkpoint";  // on the disk runs are written to
   std::vector<std::string> overrides;                    // --section.key=value
+  std::string serve;                                     // --serve RUN: only the lab
+  int clients = 8, requests = 200;                       // of --serve
 };
 
 struct MatmulRate {
@@ -363,6 +367,12 @@ std::string bundled_config() {
 
 int run_bench(BenchArgs args) {
   set_threads(args.threads);
+  if (!args.serve.empty()) {
+    // Requests run one intra-op thread each, as `serve` runs them; --threads is theirs.
+    bench_serve({args.serve, args.clients, args.requests, static_cast<int>(args.max_new_tokens),
+                 args.repeats, args.json});
+    return 0;
+  }
   const torch::Device device = parse_device(args.device);
   // bench removes what --checkpoint writes: only a directory it makes itself.
   if (args.checkpoint && fs::exists(fs::symlink_status(args.checkpoint_dir))) {
@@ -441,6 +451,13 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
                   "A new directory for --checkpoint to write and remove after (default "
                   "runs/bench-checkpoint); one that exists is refused");
+  cmd->add_option("--serve", args->serve,
+                  "Measure only the live lab on this run: request latencies with --clients "
+                  "clients, and streamed sampling against sample's");
+  cmd->add_option("--clients", args->clients, "Concurrent clients of --serve")
+      ->check(integer_flag(between(1, 256)));
+  cmd->add_option("--requests", args->requests, "Requests per client and kind of --serve")
+      ->check(integer_flag(between(1, 1000000)));
   return with_overrides(cmd, args->overrides, "--train.dtype=bfloat16",
                         [args] { return run_bench(*args); });
 }

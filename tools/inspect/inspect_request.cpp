@@ -160,7 +160,11 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
     data.windows = random_windows(tokens, mc.block_size, args.windows, rng, data.source);
     data.probe = repeated_random_tokens(args.probes, probe_half_length(mc), mc.vocab_size, rng);
   }
-  if (v.attention) out.attention = inspect_attention(run, prompt);
+  if (v.attention && v.lens) {
+    std::tie(out.attention, out.lens) = inspect_attention_and_lens(run, prompt);
+  } else if (v.attention) {
+    out.attention = inspect_attention(run, prompt);
+  }
   if (v.heads) out.heads = inspect_heads(run, data);
   if (v.ablate) {
     spdlog::info("ablating {} heads, two ways, on {} windows...", mc.n_layer * mc.n_head,
@@ -168,7 +172,7 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
     out.ablation = inspect_ablation(run, data);
   }
   if (v.priors) out.priors = inspect_priors(out, run);
-  if (v.lens) out.lens = inspect_logit_lens(run, prompt);
+  if (v.lens && !v.attention) out.lens = inspect_logit_lens(run, prompt);
   if (v.composition) out.composition = composition_scores(run.model);
   if (v.circuits) out.circuits = token_circuits(run.model);
   if (v.geometry) {

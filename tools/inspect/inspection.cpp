@@ -130,14 +130,33 @@ torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::st
   return torch::tensor(ids, torch::kInt64);  // (T,)
 }
 
+namespace {
+
+// The patterns of a cache of the prompt `ids`.
+AttentionView attention_view(const LoadedRun& run, const torch::Tensor& ids,
+                             const ActivationCache& cache) {
+  std::vector<torch::Tensor> layers;
+  for (int64_t l = 0; l < run.model->config().n_layer; ++l)
+    layers.push_back(cache.at(hook_name(l, "attn.hook_pattern"))[0]);
+  return {ids, torch::stack(layers)};
+}
+
+}  // namespace
+
 AttentionView inspect_attention(LoadedRun& run, const torch::Tensor& ids) {
   const CachedRun cached =
       run_with_cache(run.model, ids.unsqueeze(0), names_ending_with("attn.hook_pattern"));
-  std::vector<torch::Tensor> layers;
-  for (int64_t l = 0; l < run.model->config().n_layer; ++l) {
-    layers.push_back(cached.cache.at(hook_name(l, "attn.hook_pattern"))[0]);
-  }
-  return {ids, torch::stack(layers)};
+  return attention_view(run, ids, cached.cache);
+}
+
+std::pair<AttentionView, LensView> inspect_attention_and_lens(LoadedRun& run,
+                                                              const torch::Tensor& ids) {
+  const HookFilter pattern = names_ending_with("attn.hook_pattern"), lens = logit_lens_points();
+  const CachedRun cached = run_with_cache(run.model, ids.unsqueeze(0), [&](const std::string& n) {
+    return pattern(n) || lens(n);
+  });
+  return {attention_view(run, ids, cached.cache),
+          {ids, logit_lens(run.model, cached.cache, ids.unsqueeze(0))}};
 }
 
 HeadsView inspect_heads(LoadedRun& run, const InspectData& data) {
@@ -161,14 +180,7 @@ Priors inspect_priors(Inspection& out, LoadedRun& run) {
 }
 
 LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k) {
-  LensView v{ids, logit_lens(run.model, ids.unsqueeze(0), k), {}};
-  torch::NoGradGuard no_grad;
-  const torch::Tensor logits = run.model->forward(ids.unsqueeze(0))[0].to(torch::kFloat64);
-  const int64_t T = ids.numel();
-  v.loss = -torch::log_softmax(logits.slice(0, 0, T - 1), -1)
-                .gather(1, ids.slice(0, 1).unsqueeze(1))
-                .squeeze(1);
-  return v;
+  return {ids, logit_lens(run.model, ids.unsqueeze(0), k)};
 }
 
 AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids) {

@@ -68,8 +68,7 @@ struct PatchingView {
 
 struct LensView {
   torch::Tensor ids;  // (T,)
-  LogitLens lens;
-  torch::Tensor loss;  // (T - 1,) float64: each next token's loss in nats, given the ones before
+  LogitLens lens;     // with the prompt's own next-token losses
 };
 
 struct PositionLossView {
@@ -144,6 +143,9 @@ HeadsView inspect_heads(LoadedRun& run, const InspectData& data);
 AblationView inspect_ablation(LoadedRun& run, const InspectData& data);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
 LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k = 5);
+// Both of the prompt's, from one forward pass (what the lab asks for every prompt).
+std::pair<AttentionView, LensView> inspect_attention_and_lens(LoadedRun& run,
+                                                              const torch::Tensor& ids);
 AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids);
 // The texts must encode to the same number of tokens, at most block_size; position -1 is
 // the last token.

@@ -120,10 +120,11 @@ json lens_json(const LensView& v, const Tokenizer& tokenizer) {
     stages.push_back({{"name", lens.stages[s]}, {"top", positions}});
   }
   // The prompt's own next tokens: the loss the predictions above pay (null for one token).
-  const json mean_loss = v.loss.numel() > 0 ? json(rounded(v.loss.mean().item<double>(), 4))
-                                            : json(nullptr);
+  const json mean_loss = lens.loss.numel() > 0
+                             ? json(rounded(lens.loss.mean().item<double>(), 4))
+                             : json(nullptr);
   return {{"tokens", token_labels(tokenizer, v.ids)}, {"k", k},           {"stages", stages},
-          {"loss", tensor_to_json(v.loss, 4)},          {"mean_loss", mean_loss}};
+          {"loss", tensor_to_json(lens.loss, 4)},          {"mean_loss", mean_loss}};
 }
 
 // NaN (a block without an MLP) as null.

@@ -77,13 +77,14 @@ def validate(path, status, content_type, body):
             check(False, f"{path} {status}: {e.message}")
 
 
-def request(path, params=None, method="GET", body=None, raw_target=None):
+def request(path, params=None, method="GET", body=None, raw_target=None, headers=None):
     """(status, content type, body bytes), validated against the description."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     target = raw_target or (path + ("?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote)
                                     if params is not None else ""))
-    conn.request(method, target, body=body)
+    conn.request(method, target, body=body, headers=headers or {})
     r = conn.getresponse()
+    check(r.getheader("Content-Encoding") is None, f"{target[:80]}: compressed ({r.getheader('Content-Encoding')})")
     data = r.read()
     conn.close()
     ctype = r.getheader("Content-Type", "")
@@ -207,6 +208,12 @@ try:
     check(status == 200 and b"/lab.js" in page and b"function render(" in page, "the page")
     status, ctype, script = request("/lab.js", None)
     check(status == 200 and ctype.startswith("text/javascript"), f"lab.js: {status} {ctype}")
+
+    # A browser's Accept-Encoding gets the answer as it is: compressing costs on loopback
+    # (brotli took 10 s for a run's snapshots).
+    status, _, _ = request("/api/inspect", {"run": "done", "training": "", "heatmaps": "packed"},
+                           headers={"Accept-Encoding": "gzip, deflate, br"})
+    check(status == 200, f"inspect with Accept-Encoding: {status}")
 
     # /api/inspect is inspect --json, byte for byte.
     for flags in (["--prompt", "ROMEO: what", "--heads", "--logit-lens", "--windows", "4", "--probes", "2"],

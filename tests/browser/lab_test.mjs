@@ -115,8 +115,12 @@ try {
   check((await page.getAttribute("#lab-sample-out", "data-done")) === "1", "the sample never finished");
   check(text.startsWith(prompt) && text.length > prompt.length + 20, `the sample: ${JSON.stringify(text.slice(0, 80))}`);
   check(/tokens\/s/.test(await page.textContent("#lab-sample-rate")), "no tokens/s after the sample");
+  // Streamed: one event per token drawn, each added to the text as it came.
+  const events = Number(await page.getAttribute("#lab-sample-out", "data-events"));
+  const tokens = Number(await page.getAttribute("#lab-sample-out", "data-tokens"));
+  check(tokens > 0 && events === tokens, `the sample came as ${events} token events for ${tokens} tokens`);
   await page.screenshot({ path: `${shots}/lab-sampled.png` });
-  console.log(`sample: ${text.length} characters; seen growing at ${new Set(lengths).size} lengths`);
+  console.log(`sample: ${text.length} characters in ${events} token events; seen growing at ${new Set(lengths).size} lengths`);
 
   check(errors.length === 0, "errors: " + errors.join("; "));
 } finally {

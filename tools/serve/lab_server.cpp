@@ -503,6 +503,11 @@ struct LabServer::Impl {
     server.Patch(".*", not_allowed);
     server.Options(".*", not_allowed);
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      // No compression: on loopback it only costs, and Debian's httplib picks brotli at its
+      // slowest quality for any browser (1 MB/s: 10 s for a run's snapshots). httplib has no
+      // switch for it, so the request stops asking. (The Request is httplib's own mutable
+      // object, handed to this handler as const.)
+      const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
       // httplib reads no body of a GET; its length alone says what was sent.
       if (req.get_header_value<uint64_t>("Content-Length") > options.limits.max_body_bytes) {
         send_error(res, 413,
@@ -562,6 +567,7 @@ struct LabServer::Impl {
     // Headers and body leave in separate writes: without TCP_NODELAY, Nagle holds the body
     // until the client's delayed ACK, 40 ms on Linux, on every keep-alive request.
     server.set_tcp_nodelay(true);
+    server.set_keep_alive_max_count(10000);  // httplib's default closes after 5 requests
     const int threads = options.http_threads;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }

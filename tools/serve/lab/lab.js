@@ -224,7 +224,8 @@ async function sample() {
   const out = $("lab-sample-out"), rate = $("lab-sample-rate");
   out.textContent = ""; rate.textContent = "sampling\u2026";
   out.removeAttribute("data-done");
-  const params = {run: state.run, prompt: $("lab-prompt").value};
+  out.removeAttribute("data-events");
+  const params = {run: state.run, prompt: $("lab-prompt").value, "num-samples": 1};
   for (const k of ["temperature", "top-k", "top-p", "max-new-tokens"]) params[k] = $("lab-" + k).value;
   if (state.ablated.size) params.ablate = [...state.ablated].join(",");
   const response = await fetch("/api/sample?" + new URLSearchParams(params));
@@ -242,7 +243,8 @@ async function sample() {
       if (!name || line === undefined) continue;
       const d = JSON.parse(line);
       if ((name === "prompt" || name === "token") && d.sample === 0) out.textContent += d.text;
-      if (name === "done") { rate.textContent = d.tokens + " tokens, " + fmt(d.tokens_per_second, 0) + " tokens/s"; out.setAttribute("data-done", "1"); }
+      if (name === "token" && d.id !== undefined) out.dataset.events = Number(out.dataset.events || 0) + 1;
+      if (name === "done") { out.dataset.tokens = d.tokens; rate.textContent = d.tokens + " tokens, " + fmt(d.tokens_per_second, 0) + " tokens/s"; out.setAttribute("data-done", "1"); }
       if (name === "error") throw new Error(d.error);
     }
   }

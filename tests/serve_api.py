@@ -174,10 +174,11 @@ check(t.wait() == 0, "training the big run: " + log_of(big_run))
 # The live run trains while the server serves it: slowed by a long run, it is followed.
 live_run = os.path.join(runs_dir, "live")
 live = train(live_run, "--train.max_iters=400", "--train.eval_interval=100")
+# Served from the moment its train.lock exists, before its first checkpoint.
 for _ in range(600):
-    if os.path.exists(os.path.join(live_run, "state.json")):
+    if os.path.exists(os.path.join(live_run, "train.lock")):
         break
-    time.sleep(0.1)
+    time.sleep(0.02)
 
 server = subprocess.Popen([tinylm, "serve", runs_dir, "--port", "0", "--heavy-jobs", "1",
                            "--heavy-queue", "2", "--max-streams", "3"],

@@ -568,6 +568,8 @@ struct LabServer::Impl {
     // until the client's delayed ACK, 40 ms on Linux, on every keep-alive request.
     server.set_tcp_nodelay(true);
     server.set_keep_alive_max_count(10000);  // httplib's default closes after 5 requests
+    server.set_read_timeout(options.idle_timeout_s, 0);
+    server.set_keep_alive_timeout(options.idle_timeout_s);
     const int threads = options.http_threads;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   }

@@ -40,6 +40,8 @@ struct ServeOptions {
   int port = 8000;  // 0: any free port
   int http_threads = 24;
   int request_threads = 1;  // LibTorch's intra-op threads per request
+  // A connection idle this long (part of a request sent, or kept alive with none) is closed.
+  int idle_timeout_s = 5;
   ServeLimits limits;
 };
 

@@ -10,8 +10,10 @@ namespace fs = std::filesystem;
 
 bool is_run_directory(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / "config.json", ec) &&
-         fs::is_regular_file(dir / "model.safetensors", ec);
+  // train.lock: a run `tinylm train` has begun, served from its first checkpoint on.
+  return (fs::is_regular_file(dir / "config.json", ec) &&
+          fs::is_regular_file(dir / "model.safetensors", ec)) ||
+         fs::is_regular_file(dir / "train.lock", ec);
 }
 
 ServedRuns::ServedRuns(const std::vector<fs::path>& paths) {
@@ -31,8 +33,8 @@ ServedRuns::ServedRuns(const std::vector<fs::path>& paths) {
     }
     if (found.empty()) {
       throw std::runtime_error(path.string() +
-                               " is not a run directory (no config.json and model.safetensors) "
-                               "and holds none");
+                               " is not a run directory (no config.json and model.safetensors, "
+                               "no train.lock) and holds none");
     }
     std::sort(found.begin(), found.end());
     dirs.insert(dirs.end(), found.begin(), found.end());

@@ -20,7 +20,9 @@
 
 namespace tinylm {
 
-// Whether `dir` holds a run: its config.json and model.safetensors.
+// Whether `dir` holds a run: its config.json and model.safetensors, or the train.lock of a
+// run `tinylm train` has just begun (its model is served once its first checkpoint is whole;
+// until then a request for it is refused with 503).
 bool is_run_directory(const std::filesystem::path& dir);
 
 // A run's model as of one checkpoint.

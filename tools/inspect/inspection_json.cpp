@@ -1,6 +1,7 @@
 #include "tools/inspect/inspection_json.h"
 
 #include <cmath>
+#include <unordered_map>
 
 namespace tinylm {
 namespace fs = std::filesystem;
@@ -105,6 +106,9 @@ json lens_json(const LensView& v, const Tokenizer& tokenizer) {
   const torch::Tensor ids = lens.top_ids.contiguous(),
                       probs = lens.top_probs.to(torch::kFloat64).contiguous();
   const int64_t T = ids.size(1), k = ids.size(2);
+  // Built by moves, each token's label once: the lab asks for this with every prompt, and
+  // nlohmann's initializer lists copy whole subtrees.
+  std::unordered_map<int64_t, json> labels;
   json stages = json::array();
   for (size_t s = 0; s < lens.stages.size(); ++s) {
     json positions = json::array();
@@ -112,19 +116,32 @@ json lens_json(const LensView& v, const Tokenizer& tokenizer) {
       json top = json::array();
       for (int64_t j = 0; j < k; ++j) {
         const int64_t at = (static_cast<int64_t>(s) * T + t) * k + j;
-        top.push_back({{"token", tokenizer.token_label(ids.data_ptr<int64_t>()[at])},
-                       {"p", rounded(probs.data_ptr<double>()[at], 4)}});
+        const int64_t id = ids.data_ptr<int64_t>()[at];
+        auto label = labels.find(id);
+        if (label == labels.end()) label = labels.emplace(id, tokenizer.token_label(id)).first;
+        json entry(json::value_t::object);
+        entry.emplace("token", label->second);
+        entry.emplace("p", rounded(probs.data_ptr<double>()[at], 4));
+        top.push_back(std::move(entry));
       }
-      positions.push_back(top);
+      positions.push_back(std::move(top));
     }
-    stages.push_back({{"name", lens.stages[s]}, {"top", positions}});
+    json stage(json::value_t::object);
+    stage.emplace("name", lens.stages[s]);
+    stage.emplace("top", std::move(positions));
+    stages.push_back(std::move(stage));
   }
   // The prompt's own next tokens: the loss the predictions above pay (null for one token).
   const json mean_loss = lens.loss.numel() > 0
                              ? json(rounded(lens.loss.mean().item<double>(), 4))
                              : json(nullptr);
-  return {{"tokens", token_labels(tokenizer, v.ids)}, {"k", k},           {"stages", stages},
-          {"loss", tensor_to_json(lens.loss, 4)},          {"mean_loss", mean_loss}};
+  json out(json::value_t::object);
+  out.emplace("tokens", token_labels(tokenizer, v.ids));
+  out.emplace("k", k);
+  out.emplace("stages", std::move(stages));
+  out.emplace("loss", tensor_to_json(lens.loss, 4));
+  out.emplace("mean_loss", mean_loss);
+  return out;
 }
 
 // NaN (a block without an MLP) as null.

@@ -95,12 +95,21 @@ void parse_query(const httplib::Request& req, CLI::App& app, const std::set<std:
     app.parse(args);
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
-    for (const std::string prefix : {"The following arguments were not expected: "}) {
-      if (message.rfind(prefix, 0) == 0) message = "unknown parameter " + message.substr(prefix.size());
-    }
+    const std::string extras = "The following arguments were not expected: ";
+    if (message.rfind(extras, 0) == 0) message = "unknown parameter " + message.substr(extras.size());
     throw ApiError(400, message, flag_in(message, "query"));
   }
 }
+
+// The flags a request may not set, and why: those of the process, and `more` (a command's
+// flags that name a file).
+std::map<std::string, std::string> refused_flags(std::map<std::string, std::string> more = {}) {
+  more.emplace("threads", "the server's threads are set by serve --threads");
+  more.emplace("device", "the server runs on the CPU");
+  more.emplace("help", "the API's description is docs/serve-openapi.json");
+  return more;
+}
+const char kNamesAFile[] = "a request names runs by id, never a file";
 
 // A number a request asked for, against its limit.
 void check_limit(int64_t value, int64_t limit, const std::string& name, const std::string& what) {
@@ -194,7 +203,8 @@ struct LabServer::Impl {
     }
   }
 
-  // Runs `work` on the heavy pool and waits for it; a client that goes away cancels it.
+  // Runs `work` on the heavy pool and waits for it; a client that goes away, or the server
+  // stopping, cancels it.
   std::string heavy_job(const httplib::Request& req, const ServedRuns::Entry& entry,
                         const std::function<std::string(ServedModel&)>& work) {
     const Cancel cancel = std::make_shared<std::atomic<bool>>(false);
@@ -215,6 +225,7 @@ struct LabServer::Impl {
       if (!client) client.emplace(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
       if (client->closed() && !cancel->exchange(true))
         spdlog::info("{} {}: the client went away; cancelling", req.method, req.path);
+      if (stopping) cancel->store(true);  // the server stops: no job holds it up
     }
     done.get();  // rethrows the job's error
     return result;
@@ -235,13 +246,10 @@ struct LabServer::Impl {
     InspectArgs args;
     CLI::App app("inspect");
     add_inspect_options(&app, args);
-    const std::string file = "a request names runs by id, never a file";
     parse_query(req, app, {"run", "heatmaps"},
-                {{"text", file},
-                 {"html", file},
-                 {"json", "the answer is the JSON"},
-                 {"threads", "the server's threads are set by serve --threads"},
-                 {"device", "the server runs on the CPU"}},
+                refused_flags({{"text", kNamesAFile},
+                               {"html", kNamesAFile},
+                               {"json", "the answer is the JSON"}}),
                 options.limits);
     const ServeLimits& limits = options.limits;
     check_limit(args.windows, limits.max_windows, "windows", "windows per inspection");
@@ -279,11 +287,9 @@ struct LabServer::Impl {
     add_eval_options(&app, args);
     app.add_option("--ablate", ablate, "Heads to zero, L.H[,L.H...]");
     parse_query(req, app, {"run"},
-                {{"text", "a request names runs by id, never a file"},
-                 {"logits", "the server writes no files"},
-                 {"json", "the answer is the JSON"},
-                 {"threads", "the server's threads are set by serve --threads"},
-                 {"device", "the server runs on the CPU"}},
+                refused_flags({{"text", kNamesAFile},
+                               {"logits", "the server writes no files"},
+                               {"json", "the answer is the JSON"}}),
                 options.limits);
     check_limit(args.context, options.limits.max_context, "context", "tokens per window");
     const std::vector<HeadRef> heads = heads_of(ablate);
@@ -320,10 +326,7 @@ struct LabServer::Impl {
     CLI::App app("sample");
     add_sample_options(&app, args);
     app.add_option("--ablate", ablate, "Heads to zero, L.H[,L.H...]");
-    parse_query(req, app, {"run"},
-                {{"threads", "the server's threads are set by serve --threads"},
-                 {"device", "the server runs on the CPU"}},
-                options.limits);
+    parse_query(req, app, {"run"}, refused_flags(), options.limits);
     const std::vector<HeadRef> heads = heads_of(ablate);
     const ServedRuns::Entry& entry = run_of(req);
     std::shared_ptr<ServedModel> served = model_of(entry);

@@ -99,8 +99,8 @@ void bench_serve(const BenchServeArgs& args) {
   const int port = server.bind();
   std::thread listening([&] { server.listen(); });
 
-  const httplib::Params page = {{"run", id}, {"prompt", prompt}, {"logit-lens", ""},
-                                {"heatmaps", "packed"}};
+  const httplib::Params page = {
+      {"run", id}, {"prompt", prompt}, {"logit-lens", ""}, {"heatmaps", "packed"}};
   httplib::Params ablated = page;
   ablated.emplace("ablate-heads", "0.0");
   spdlog::info("{} clients x {} requests of a {}-token prompt's views, on {} threads' cores",
@@ -123,16 +123,15 @@ void bench_serve(const BenchServeArgs& args) {
     client.set_tcp_nodelay(true);
     int64_t tokens = 0;
     const auto start = Clock::now();
-    client.Get(("/api/sample?" + query(sample)).c_str(),
-               [&](const char* data, size_t size) {
-                 for (std::string_view rest(data, size);;) {
-                   const size_t at = rest.find("event: token");
-                   if (at == std::string_view::npos) break;
-                   ++tokens;
-                   rest = rest.substr(at + 1);
-                 }
-                 return true;
-               });
+    client.Get(("/api/sample?" + query(sample)).c_str(), [&](const char* data, size_t size) {
+      for (std::string_view rest(data, size);;) {
+        const size_t at = rest.find("event: token");
+        if (at == std::string_view::npos) break;
+        ++tokens;
+        rest = rest.substr(at + 1);
+      }
+      return true;
+    });
     streamed.push_back(static_cast<double>(tokens) / seconds_since(start));
 
     GenerationOptions generation;
@@ -157,8 +156,11 @@ void bench_serve(const BenchServeArgs& args) {
 
   if (args.json) {
     const auto as_json = [](const Latency& l) {
-      return json{{"p50_ms", l.p50_ms}, {"p99_ms", l.p99_ms}, {"requests_per_s", l.per_second},
-                  {"requests", l.requests}, {"errors", l.errors}};
+      return json{{"p50_ms", l.p50_ms},
+                  {"p99_ms", l.p99_ms},
+                  {"requests_per_s", l.per_second},
+                  {"requests", l.requests},
+                  {"errors", l.errors}};
     };
     std::printf("%s\n", json{{"run", runs.runs().at(0).dir.string()},
                              {"clients", args.clients},
@@ -175,15 +177,16 @@ void bench_serve(const BenchServeArgs& args) {
   std::printf("lab over loopback: %s, %d clients, a %lld-token prompt\n",
               runs.runs().at(0).dir.string().c_str(), args.clients, static_cast<long long>(T));
   std::printf("  %-34s %8s %8s %10s %7s\n", "request", "p50 ms", "p99 ms", "requests/s", "errors");
-  for (const auto& [name, l] : {std::pair<const char*, const Latency&>{
-                                    "attention, lens, predictions", views},
-                                {"the same, one head ablated", ablation}}) {
+  for (const auto& [name, l] :
+       {std::pair<const char*, const Latency&>{"attention, lens, predictions", views},
+        {"the same, one head ablated", ablation}}) {
     std::printf("  %-34s %8.2f %8.2f %10.0f %7d\n", name, l.p50_ms, l.p99_ms, l.per_second,
                 l.errors);
   }
-  std::printf("  streamed sample: %.0f tokens/s; tinylm sample's generate(): %.0f tokens/s "
-              "(%.0f%%)\n",
-              stream_rate, direct_rate, 100.0 * stream_rate / direct_rate);
+  std::printf(
+      "  streamed sample: %.0f tokens/s; tinylm sample's generate(): %.0f tokens/s "
+      "(%.0f%%)\n",
+      stream_rate, direct_rate, 100.0 * stream_rate / direct_rate);
 }
 
 }  // namespace tinylm

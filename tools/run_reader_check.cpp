@@ -1,8 +1,8 @@
 // The rooms' link-time check (tools/CMakeLists.txt): the run directory, the foreign formats
-// the inspection views and the live lab's server, each reached from here, link without the training library. It
-// runs too: `tinylm_run_reader_check RUN` loads a run, writes its priors' report page to
-// stdout and, on stderr, what keeps it from nanoGPT's and llama2.c's formats. (Each library
-// is one unity object, so one symbol reached pulls in all of its code.)
+// the inspection views and the live lab's server, each reached from here, link without the training
+// library. It runs too: `tinylm_run_reader_check RUN` loads a run, writes its priors' report page
+// to stdout and, on stderr, what keeps it from nanoGPT's and llama2.c's formats. (Each library is
+// one unity object, so one symbol reached pulls in all of its code.)
 
 #include <cstdio>
 #include <exception>

@@ -102,8 +102,8 @@ bool SampleTexts::add(int64_t sample, const std::string& bytes) {
 }
 
 std::string SampleTexts::take(int64_t sample, bool final) {
-  const std::string_view rest =
-      std::string_view(texts_.at(static_cast<size_t>(sample))).substr(taken_[static_cast<size_t>(sample)]);
+  const std::string_view rest = std::string_view(texts_.at(static_cast<size_t>(sample)))
+                                    .substr(taken_[static_cast<size_t>(sample)]);
   if (raw_) {
     taken_[static_cast<size_t>(sample)] += rest.size();
     return std::string(rest);

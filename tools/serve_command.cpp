@@ -25,8 +25,7 @@ struct ServeArgs {
 };
 
 bool loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" ||
-         host.rfind("127.", 0) == 0;
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
 int run_serve(const ServeArgs& args) {
@@ -87,8 +86,7 @@ Command add_serve_command(CLI::App& app) {
   ServeOptions& o = args->options;
   cmd->add_option("--port", o.port, "Port to listen on (0: any free port)")
       ->check(integer_flag(between(0, 65535)));
-  cmd->add_option("--host", o.host,
-                  "Address to listen on (default 127.0.0.1: this machine only)");
+  cmd->add_option("--host", o.host, "Address to listen on (default 127.0.0.1: this machine only)");
   cmd->add_option("--threads", o.request_threads,
                   "Intra-op threads per request (default 1: requests run side by side)")
       ->check(integer_flag(between(1, 1024)));
@@ -98,8 +96,7 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--heavy-queue", o.limits.heavy_waiting,
                   "Heavy requests that may wait for one of those; more are refused (503)")
       ->check(integer_flag(between(0, 1024)));
-  cmd->add_option("--max-streams", o.limits.max_streams,
-                  "Open sample and live streams at once")
+  cmd->add_option("--max-streams", o.limits.max_streams, "Open sample and live streams at once")
       ->check(integer_flag(between(1, 1024)));
   return [args] {
     // Streams hold an HTTP thread each; the rest serve requests.

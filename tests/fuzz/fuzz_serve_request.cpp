@@ -11,8 +11,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -145,6 +145,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!answer.empty()) check_answer(answer);
   }
   // The server answers the next request.
-  check_answer(round_trip(lab->port, "GET /api/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  check_answer(
+      round_trip(lab->port, "GET /api/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
   return 0;
 }

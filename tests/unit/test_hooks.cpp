@@ -196,8 +196,8 @@ TEST(Hooks, ThreadsSharingAModelEachSeeTheirOwnAblation) {
   const torch::Tensor tokens = some_tokens();
   const auto ablated_logits = [&](int64_t head) {
     torch::NoGradGuard no_grad;
-    const HookHandle zeroed = model->add_hook(
-        "blocks.1.attn.hook_z", [head](const torch::Tensor& z, const std::string&) {
+    const HookHandle zeroed =
+        model->add_hook("blocks.1.attn.hook_z", [head](const torch::Tensor& z, const std::string&) {
           torch::Tensor out = z.clone();
           out.select(1, head).zero_();
           return out;

@@ -66,7 +66,8 @@ TEST(LogitLens, FromASharedCacheEqualsItsOwnPass) {
     return lens_points(name) || name.find("hook_pattern") != std::string::npos;
   });
   ASSERT_TRUE(shared.cache.contains("blocks.1.attn.hook_pattern"));
-  const LogitLens alone = logit_lens(model, tokens, 3), from = logit_lens(model, shared.cache, tokens, 3);
+  const LogitLens alone = logit_lens(model, tokens, 3),
+                  from = logit_lens(model, shared.cache, tokens, 3);
   EXPECT_EQ(from.stages, alone.stages);
   const double tolerance = 2 * 8 * c.n_embd * std::numeric_limits<float>::epsilon();
   EXPECT_TRUE(torch::equal(from.top_ids, alone.top_ids));

@@ -31,7 +31,6 @@ torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, in
   return torch::stack(rows);  // (n, T + 1)
 }
 
-
 // Which views the flags ask for.
 struct Views {
   bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution,
@@ -57,7 +56,8 @@ Views chosen_views(const InspectArgs& args) {
                 !args.analogy.empty(),
                 everything || args.training};
   if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch && !v.composition &&
-      !v.attribution && !v.circuits && !v.geometry && !v.positions && !v.drift && !v.analogy && !v.training) {
+      !v.attribution && !v.circuits && !v.geometry && !v.positions && !v.drift && !v.analogy &&
+      !v.training) {
     throw UsageError(
         "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
         "--composition, --attribution, --circuits, --geometry, --positions, --context-drift "
@@ -90,8 +90,8 @@ std::pair<torch::Tensor, std::string> text_tokens(const LoadedRun& run, const fs
     return {val.slice(0, std::min<int64_t>(val.size(), int64_t{1} << 22)).to_tensor(),
             "the val split of " + describe_corpus(run.config)};
   } catch (const std::runtime_error& e) {
-    throw std::runtime_error(std::string(e.what()) + " (the run's config.toml in " + run_dir.string() +
-                             "); pass --text FILE to inspect on another text");
+    throw std::runtime_error(std::string(e.what()) + " (the run's config.toml in " +
+                             run_dir.string() + "); pass --text FILE to inspect on another text");
   }
 }
 

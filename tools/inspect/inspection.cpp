@@ -152,9 +152,8 @@ AttentionView inspect_attention(LoadedRun& run, const torch::Tensor& ids) {
 std::pair<AttentionView, LensView> inspect_attention_and_lens(LoadedRun& run,
                                                               const torch::Tensor& ids) {
   const HookFilter pattern = names_ending_with("attn.hook_pattern"), lens = logit_lens_points();
-  const CachedRun cached = run_with_cache(run.model, ids.unsqueeze(0), [&](const std::string& n) {
-    return pattern(n) || lens(n);
-  });
+  const CachedRun cached = run_with_cache(
+      run.model, ids.unsqueeze(0), [&](const std::string& n) { return pattern(n) || lens(n); });
   return {attention_view(run, ids, cached.cache),
           {ids, logit_lens(run.model, cached.cache, ids.unsqueeze(0))}};
 }

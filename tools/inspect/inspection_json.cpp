@@ -132,9 +132,8 @@ json lens_json(const LensView& v, const Tokenizer& tokenizer) {
     stages.push_back(std::move(stage));
   }
   // The prompt's own next tokens: the loss the predictions above pay (null for one token).
-  const json mean_loss = lens.loss.numel() > 0
-                             ? json(rounded(lens.loss.mean().item<double>(), 4))
-                             : json(nullptr);
+  const json mean_loss =
+      lens.loss.numel() > 0 ? json(rounded(lens.loss.mean().item<double>(), 4)) : json(nullptr);
   json out(json::value_t::object);
   out.emplace("tokens", token_labels(tokenizer, v.ids));
   out.emplace("k", k);

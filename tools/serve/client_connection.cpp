@@ -45,7 +45,8 @@ ClientConnection::ClientConnection(const std::string& local_addr, int local_port
     const int sock = static_cast<int>(fd);
     if (getsockname(sock, reinterpret_cast<sockaddr*>(&local), &local_size) != 0) continue;
     if (getpeername(sock, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0) continue;
-    if (same_address(local, local_addr, local_port) && same_address(peer, remote_addr, remote_port)) {
+    if (same_address(local, local_addr, local_port) &&
+        same_address(peer, remote_addr, remote_port)) {
       fd_ = sock;
       break;
     }

@@ -70,8 +70,8 @@ std::string flag_in(const std::string& message, const std::string& fallback) {
 void parse_query(const httplib::Request& req, CLI::App& app, const std::set<std::string>& own,
                  const std::map<std::string, std::string>& refused, const ServeLimits& limits) {
   static const std::regex name("[a-z][a-z0-9-]*");
-  static const std::set<std::string> texts = {"prompt", "clean", "corrupt", "stop",
-                                              "analogy", "context-drift"};
+  static const std::set<std::string> texts = {"prompt", "clean",   "corrupt",
+                                              "stop",   "analogy", "context-drift"};
   std::vector<std::string> args;
   for (auto it = req.params.begin(); it != req.params.end(); ++it) {
     const auto& [key, value] = *it;
@@ -96,7 +96,8 @@ void parse_query(const httplib::Request& req, CLI::App& app, const std::set<std:
   } catch (const CLI::ParseError& e) {
     std::string message = e.what();
     const std::string extras = "The following arguments were not expected: ";
-    if (message.rfind(extras, 0) == 0) message = "unknown parameter " + message.substr(extras.size());
+    if (message.rfind(extras, 0) == 0)
+      message = "unknown parameter " + message.substr(extras.size());
     throw ApiError(400, message, flag_in(message, "query"));
   }
 }
@@ -183,7 +184,7 @@ struct LabServer::Impl {
   JobPool heavy;
   std::atomic<int> streams{0};
   std::atomic<bool> stopping{false};
-  std::string page;  // the report's page with the lab's script
+  std::string page;                         // the report's page with the lab's script
   httplib::Server::Handler method_refusal;  // 405 on the lab's paths, 404 elsewhere
 
   // The run a request names: its `run` parameter, an id from /api/runs.
@@ -235,9 +236,8 @@ struct LabServer::Impl {
     json list = json::array();
     for (const ServedRuns::Entry& e : runs.runs()) {
       const std::optional<int64_t> step = ServedRuns::step_on_disk(e.dir);
-      list.push_back({{"id", e.id},
-                      {"path", e.dir.string()},
-                      {"step", step ? json(*step) : json(nullptr)}});
+      list.push_back(
+          {{"id", e.id}, {"path", e.dir.string()}, {"step", step ? json(*step) : json(nullptr)}});
     }
     res.set_content(dump({{"runs", list}}), "application/json");
   }
@@ -246,11 +246,11 @@ struct LabServer::Impl {
     InspectArgs args;
     CLI::App app("inspect");
     add_inspect_options(&app, args);
-    parse_query(req, app, {"run", "heatmaps"},
-                refused_flags({{"text", kNamesAFile},
-                               {"html", kNamesAFile},
-                               {"json", "the answer is the JSON"}}),
-                options.limits);
+    parse_query(
+        req, app, {"run", "heatmaps"},
+        refused_flags(
+            {{"text", kNamesAFile}, {"html", kNamesAFile}, {"json", "the answer is the JSON"}}),
+        options.limits);
     const ServeLimits& limits = options.limits;
     check_limit(args.windows, limits.max_windows, "windows", "windows per inspection");
     check_limit(args.probes, limits.max_probes, "probes", "probe sequences per inspection");
@@ -338,64 +338,64 @@ struct LabServer::Impl {
     std::vector<int64_t> context = sample_context(served->run, s, args);
     auto slot = std::make_shared<StreamSlot>(streams, options.limits.max_streams);
     res.set_header("Cache-Control", "no-store");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, served, s, args, heads, context, slot](size_t, httplib::DataSink& sink) {
-          use_request_threads(options.request_threads);
-          GPT& model = served->run.model;
-          const std::vector<HookHandle> zeroed = zero_ablate(model, heads);
-          GenerationOptions generation;
-          generation.max_new_tokens = s.max_new_tokens;
-          generation.num_samples = s.num_samples;
-          generation.sampling = s.sampling();
-          generation.use_cache = !args.no_cache;
-          auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.seed));
-          SampleTexts texts(s, false);
-          std::string prompts;
-          for (int64_t i = 0; i < texts.samples(); ++i)
-            prompts += event("prompt", {{"sample", i}, {"text", texts.take(i, false)}});
-          if (!sink.write(prompts.data(), prompts.size())) return false;
-          int64_t generated = 0;
-          bool gone = false;
-          const auto start = std::chrono::steady_clock::now();
-          // Every token is an event; they leave at most 5 ms after they are drawn, a write
-          // (three syscalls, a chunk) per batch rather than per token: the first at once.
-          std::string pending;
-          auto sent = start - std::chrono::milliseconds(5);
-          try {
-            generate(model, context, generation, rng, [&](int64_t sample, int64_t id) {
-              ++generated;
-              const bool more = texts.add(sample, served->run.tokenizer->token_bytes(id));
-              pending += event("token", {{"sample", sample}, {"id", id}, {"text", texts.take(sample, false)}});
-              const auto now = std::chrono::steady_clock::now();
-              if (now - sent >= std::chrono::milliseconds(5)) {
-                if (stopping || !sink.write(pending.data(), pending.size())) gone = true;
-                pending.clear();
-                sent = now;
-              }
-              return more && !gone;
-            });
-          } catch (const std::exception& e) {
-            const std::string error = event("error", {{"error", e.what()}, {"where", "sample"}});
-            sink.write(error.data(), error.size());
-            sink.done();
-            return true;
+    res.set_chunked_content_provider("text/event-stream", [this, served, s, args, heads, context,
+                                                           slot](size_t, httplib::DataSink& sink) {
+      use_request_threads(options.request_threads);
+      GPT& model = served->run.model;
+      const std::vector<HookHandle> zeroed = zero_ablate(model, heads);
+      GenerationOptions generation;
+      generation.max_new_tokens = s.max_new_tokens;
+      generation.num_samples = s.num_samples;
+      generation.sampling = s.sampling();
+      generation.use_cache = !args.no_cache;
+      auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(s.seed));
+      SampleTexts texts(s, false);
+      std::string prompts;
+      for (int64_t i = 0; i < texts.samples(); ++i)
+        prompts += event("prompt", {{"sample", i}, {"text", texts.take(i, false)}});
+      if (!sink.write(prompts.data(), prompts.size())) return false;
+      int64_t generated = 0;
+      bool gone = false;
+      const auto start = std::chrono::steady_clock::now();
+      // Every token is an event; they leave at most 5 ms after they are drawn, a write
+      // (three syscalls, a chunk) per batch rather than per token: the first at once.
+      std::string pending;
+      auto sent = start - std::chrono::milliseconds(5);
+      try {
+        generate(model, context, generation, rng, [&](int64_t sample, int64_t id) {
+          ++generated;
+          const bool more = texts.add(sample, served->run.tokenizer->token_bytes(id));
+          pending +=
+              event("token", {{"sample", sample}, {"id", id}, {"text", texts.take(sample, false)}});
+          const auto now = std::chrono::steady_clock::now();
+          if (now - sent >= std::chrono::milliseconds(5)) {
+            if (stopping || !sink.write(pending.data(), pending.size())) gone = true;
+            pending.clear();
+            sent = now;
           }
-          if (gone) return false;
-          const double seconds =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          std::string tail = std::move(pending);
-          for (int64_t i = 0; i < texts.samples(); ++i) {
-            const std::string rest = texts.take(i, true);
-            if (!rest.empty()) tail += event("token", {{"sample", i}, {"text", rest}});
-          }
-          tail += event("done", {{"tokens", generated},
-                                 {"seconds", seconds},
-                                 {"tokens_per_second", static_cast<double>(generated) / seconds}});
-          sink.write(tail.data(), tail.size());
-          sink.done();
-          return true;
+          return more && !gone;
         });
+      } catch (const std::exception& e) {
+        const std::string error = event("error", {{"error", e.what()}, {"where", "sample"}});
+        sink.write(error.data(), error.size());
+        sink.done();
+        return true;
+      }
+      if (gone) return false;
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::string tail = std::move(pending);
+      for (int64_t i = 0; i < texts.samples(); ++i) {
+        const std::string rest = texts.take(i, true);
+        if (!rest.empty()) tail += event("token", {{"sample", i}, {"text", rest}});
+      }
+      tail += event("done", {{"tokens", generated},
+                             {"seconds", seconds},
+                             {"tokens_per_second", static_cast<double>(generated) / seconds}});
+      sink.write(tail.data(), tail.size());
+      sink.done();
+      return true;
+    });
   }
 
   void live(const httplib::Request& req, httplib::Response& res) {
@@ -494,13 +494,13 @@ struct LabServer::Impl {
     server.Get("/api/eval", api(&Impl::eval));
     server.Get("/api/sample", api(&Impl::sample));
     server.Get("/api/live", api(&Impl::live));
-    static const std::set<std::string> paths = {"/",         "/lab.js",      "/api/runs",
-                                                "/api/inspect", "/api/eval", "/api/sample",
-                                                "/api/live"};
+    static const std::set<std::string> paths = {
+        "/", "/lab.js", "/api/runs", "/api/inspect", "/api/eval", "/api/sample", "/api/live"};
     const auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
       res.body.clear();
       if (paths.count(req.path)) {
-        send_error(res, 405, req.method + " is not allowed on " + req.path + ": the lab is GET only",
+        send_error(res, 405,
+                   req.method + " is not allowed on " + req.path + ": the lab is GET only",
                    "method");
         res.set_header("Allow", "GET");
       } else {
@@ -542,27 +542,29 @@ struct LabServer::Impl {
     // long, a malformed request) gets the same JSON.
     server.set_error_handler(httplib::Server::HandlerWithResponse(
         [this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      // A POST without a length fails as malformed before its route: the method is the error.
-      if (res.status != 413 && res.status != 414 && req.method != "GET" && req.method != "HEAD" &&
-          !req.method.empty()) {
-        method_refusal(req, res);
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      const std::map<int, std::pair<std::string, std::string>> known = {
-          {404, {"no such path: " + req.path, "path"}},
-          {413,
-           {"the body is over " + std::to_string(options.limits.max_body_bytes) +
-                " bytes: the lab's API takes none",
-            "body"}},
-          {414, {"the request target is too long", "query"}},
-          {400, {"a malformed request", "request"}}};
-      const auto it = known.find(res.status);
-      send_error(res, res.status,
-                 it != known.end() ? it->second.first : "the request was refused (HTTP " + std::to_string(res.status) + ")",
-                 it != known.end() ? it->second.second : "request");
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+          if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+          // A POST without a length fails as malformed before its route: the method is the error.
+          if (res.status != 413 && res.status != 414 && req.method != "GET" &&
+              req.method != "HEAD" && !req.method.empty()) {
+            method_refusal(req, res);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+          const std::map<int, std::pair<std::string, std::string>> known = {
+              {404, {"no such path: " + req.path, "path"}},
+              {413,
+               {"the body is over " + std::to_string(options.limits.max_body_bytes) +
+                    " bytes: the lab's API takes none",
+                "body"}},
+              {414, {"the request target is too long", "query"}},
+              {400, {"a malformed request", "request"}}};
+          const auto it = known.find(res.status);
+          send_error(res, res.status,
+                     it != known.end()
+                         ? it->second.first
+                         : "the request was refused (HTTP " + std::to_string(res.status) + ")",
+                     it != known.end() ? it->second.second : "request");
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     server.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
           std::string what = "internal error";
@@ -570,8 +572,7 @@ struct LabServer::Impl {
             std::rethrow_exception(error);
           } catch (const std::exception& e) {
             what = e.what();
-          } catch (...) {
-          }
+          } catch (...) {}
           send_error(res, 500, what, "server");
         });
     server.set_payload_max_length(options.limits.max_body_bytes);
@@ -597,7 +598,7 @@ int LabServer::bind() {
   Impl& s = *impl_;
   const int port = s.options.port == 0 ? s.server.bind_to_any_port(s.options.host)
                    : s.server.bind_to_port(s.options.host, s.options.port) ? s.options.port
-                                                                          : -1;
+                                                                           : -1;
   if (port < 0) {
     throw std::runtime_error("cannot listen on " + s.options.host + ":" +
                              std::to_string(s.options.port) +

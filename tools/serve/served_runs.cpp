@@ -24,7 +24,8 @@ ServedRuns::ServedRuns(const std::vector<fs::path>& paths) {
       continue;
     }
     if (!fs::is_directory(path)) {
-      throw std::runtime_error(path.string() + ": no such directory (serve takes run directories, "
+      throw std::runtime_error(path.string() +
+                               ": no such directory (serve takes run directories, "
                                "or folders of them)");
     }
     std::vector<fs::path> found;
@@ -41,9 +42,8 @@ ServedRuns::ServedRuns(const std::vector<fs::path>& paths) {
   }
   for (const fs::path& dir : dirs) {
     const fs::path absolute = fs::absolute(dir).lexically_normal();
-    std::string name = (absolute.filename().empty() ? absolute.parent_path() : absolute)
-                           .filename()
-                           .string();
+    std::string name =
+        (absolute.filename().empty() ? absolute.parent_path() : absolute).filename().string();
     // Ids are safe in a URL and a page as they are.
     for (char& c : name) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';

@@ -299,7 +299,7 @@ try:
 
     # Heavy jobs are bounded: one worker (--heavy-jobs 1), two waiting (--heavy-queue 2);
     # the rest of 8 sent at once are refused.
-    heavy = {"run": "big", "heads": "", "windows": "16", "probes": "4"}
+    heavy = {"run": "big", "heads": "", "windows": "64", "probes": "8"}
     statuses = []
     threads = [threading.Thread(target=lambda: statuses.append(request("/api/inspect", heavy)[0]))
                for _ in range(8)]

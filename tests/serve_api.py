@@ -171,15 +171,6 @@ t = train(big_run, "--train.max_iters=1", "--train.eval_iters=1", "--model.n_lay
           "--model.n_head=4", "--model.n_embd=128", "--model.block_size=256",
           "--model.pos_encoding=rope")
 check(t.wait() == 0, "training the big run: " + log_of(big_run))
-# The live run trains while the server serves it: slowed by a long run, it is followed.
-live_run = os.path.join(runs_dir, "live")
-live = train(live_run, "--train.max_iters=400", "--train.eval_interval=100")
-# Served from the moment its train.lock exists, before its first checkpoint.
-for _ in range(600):
-    if os.path.exists(os.path.join(live_run, "train.lock")):
-        break
-    time.sleep(0.02)
-
 server = subprocess.Popen([tinylm, "serve", runs_dir, "--port", "0", "--heavy-jobs", "1",
                            "--heavy-queue", "2", "--max-streams", "3"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -188,6 +179,21 @@ check(url.startswith("http://127.0.0.1:"), f"serve printed {url!r}")
 port = int(url.rsplit(":", 1)[1].strip("/"))
 stderr_lines = []
 threading.Thread(target=lambda: stderr_lines.extend(server.stderr), daemon=True).start()
+
+# The live run begins in the served folder after the server started: the folder is looked
+# through again, and the run is served from its train.lock on, before its first checkpoint.
+live_run = os.path.join(runs_dir, "live")
+live = train(live_run, "--train.max_iters=400", "--train.eval_interval=100")
+for _ in range(600):
+    if os.path.exists(os.path.join(live_run, "train.lock")):
+        break
+    time.sleep(0.02)
+for _ in range(100):
+    listed = [r["id"] for r in json.loads(request("/api/runs", {})[2])["runs"]]
+    if "live" in listed:
+        break
+    time.sleep(0.1)
+check(listed == ["big", "done", "live"], f"the runs after the live one began: {listed}")
 
 # The live run, followed from now on while the rest is checked.
 live_events = []

@@ -88,7 +88,8 @@ std::string prompt_of(const LoadedRun& run, int64_t n) {
 
 void bench_serve(const BenchServeArgs& args) {
   ServedRuns runs({args.run});
-  const std::string id = runs.runs().at(0).id;
+  const ServedRuns::Entry entry = runs.runs().at(0);
+  const std::string id = entry.id;
   const std::shared_ptr<ServedModel> served = runs.model(id);
   const ModelConfig& mc = served->run.model->config();
   const int64_t T = std::min<int64_t>(64, mc.block_size);
@@ -162,7 +163,7 @@ void bench_serve(const BenchServeArgs& args) {
                   {"requests", l.requests},
                   {"errors", l.errors}};
     };
-    std::printf("%s\n", json{{"run", runs.runs().at(0).dir.string()},
+    std::printf("%s\n", json{{"run", entry.dir.string()},
                              {"clients", args.clients},
                              {"prompt_tokens", T},
                              {"prompt_views", as_json(views)},
@@ -175,7 +176,7 @@ void bench_serve(const BenchServeArgs& args) {
     return;
   }
   std::printf("lab over loopback: %s, %d clients, a %lld-token prompt\n",
-              runs.runs().at(0).dir.string().c_str(), args.clients, static_cast<long long>(T));
+              entry.dir.string().c_str(), args.clients, static_cast<long long>(T));
   std::printf("  %-34s %8s %8s %10s %7s\n", "request", "p50 ms", "p99 ms", "requests/s", "errors");
   for (const auto& [name, l] :
        {std::pair<const char*, const Latency&>{"attention, lens, predictions", views},

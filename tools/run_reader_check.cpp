@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   }
   try {
     // The lab's list of runs (and so its server, one object with it) reads this one.
-    const tinylm::ServedRuns served({argv[1]});
+    tinylm::ServedRuns served({argv[1]});
     tinylm::LoadedRun run = tinylm::load_run(served.runs().at(0).dir);
     tinylm::Inspection out;
     out.run_dir = argv[1];

@@ -59,16 +59,17 @@ int run_serve(const ServeArgs& args) {
       }
     }
   });
+  const std::vector<ServedRuns::Entry> served = runs.runs();
   std::string ids;
-  for (const ServedRuns::Entry& e : runs.runs()) ids += (ids.empty() ? "" : ", ") + e.id;
+  for (const ServedRuns::Entry& e : served) ids += (ids.empty() ? "" : ", ") + e.id;
   const std::string host = args.options.host.find(':') != std::string::npos
                                ? "[" + args.options.host + "]"
                                : args.options.host;
   // The URL alone on stdout, for scripts; the rest is logging.
   std::printf("http://%s:%d/\n", host.c_str(), port);
   std::fflush(stdout);
-  spdlog::info("serving {} run{} ({}) at http://{}:{}/; Ctrl-C stops", runs.runs().size(),
-               runs.runs().size() == 1 ? "" : "s", ids, host, port);
+  spdlog::info("serving {} run{} ({}) at http://{}:{}/; Ctrl-C stops", served.size(),
+               served.size() == 1 ? "" : "s", ids, host, port);
   server.listen();
   done = true;
   watcher.join();

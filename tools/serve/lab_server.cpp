@@ -188,10 +188,10 @@ struct LabServer::Impl {
   httplib::Server::Handler method_refusal;  // 405 on the lab's paths, 404 elsewhere
 
   // The run a request names: its `run` parameter, an id from /api/runs.
-  const ServedRuns::Entry& run_of(const httplib::Request& req) {
+  ServedRuns::Entry run_of(const httplib::Request& req) {
     if (!req.has_param("run")) throw ApiError(400, "run is required: an id from /api/runs", "run");
     const std::string id = req.get_param_value("run");
-    const ServedRuns::Entry* entry = runs.find(id);
+    const std::optional<ServedRuns::Entry> entry = runs.find(id);
     if (!entry) throw ApiError(404, "no run with id \"" + id + "\" (see /api/runs)", "run");
     return *entry;
   }
@@ -260,7 +260,7 @@ struct LabServer::Impl {
       throw ApiError(400, "heatmaps is spelled (as inspect --json) or packed (as the report)",
                      "heatmaps");
     check_inspect_args(args);
-    const ServedRuns::Entry& entry = run_of(req);
+    const ServedRuns::Entry entry = run_of(req);
     const bool heavy_views = args.heads || args.ablate || args.patch || args.positions ||
                              args.drift || args.composition || args.circuits || args.geometry ||
                              args.all || (!args.ablate_heads.empty() && args.ablation == "mean");
@@ -293,7 +293,7 @@ struct LabServer::Impl {
                 options.limits);
     check_limit(args.context, options.limits.max_context, "context", "tokens per window");
     const std::vector<HeadRef> heads = heads_of(ablate);
-    const ServedRuns::Entry& entry = run_of(req);
+    const ServedRuns::Entry entry = run_of(req);
     res.set_content(heavy_job(req, entry,
                               [&](ServedModel& served) {
                                 check_heads_or_400(served, heads);
@@ -328,7 +328,7 @@ struct LabServer::Impl {
     app.add_option("--ablate", ablate, "Heads to zero, L.H[,L.H...]");
     parse_query(req, app, {"run"}, refused_flags(), options.limits);
     const std::vector<HeadRef> heads = heads_of(ablate);
-    const ServedRuns::Entry& entry = run_of(req);
+    const ServedRuns::Entry entry = run_of(req);
     std::shared_ptr<ServedModel> served = model_of(entry);
     check_heads_or_400(*served, heads);
     const SampleConfig s = sample_config(served->run.config, args);
@@ -403,7 +403,7 @@ struct LabServer::Impl {
     std::string from = "end";
     app.add_option("--from", from)->check(CLI::IsMember({"start", "end"}));
     parse_query(req, app, {"run"}, {}, options.limits);
-    const ServedRuns::Entry& entry = run_of(req);
+    const ServedRuns::Entry entry = run_of(req);
     auto slot = std::make_shared<StreamSlot>(streams, options.limits.max_streams);
     res.set_header("Cache-Control", "no-store");
     const fs::path dir = entry.dir;

@@ -40,28 +40,38 @@ class ServedRuns {
     std::string id;  // the directory's name, made unique with -2, -3, ...
     std::filesystem::path dir;
   };
-  const std::vector<Entry>& runs() const { return entries_; }
-  // nullptr for an unknown id.
-  const Entry* find(const std::string& id) const;
+  // The runs, in the order found. A folder is looked through again, at most every `rescan`,
+  // so that a run begun in it after `serve` started is served too.
+  std::vector<Entry> runs();
+  // The run with this id (a new one in a folder is looked for first); none if unknown.
+  std::optional<Entry> find(const std::string& id);
 
   // The run's model at its newest whole checkpoint, looked for at most every
-  // `recheck` (the training run moves on). Throws std::runtime_error when the run has no
-  // whole checkpoint that loads.
+  // `recheck` (the training run moves on). Throws std::out_of_range for an unknown id, and
+  // std::runtime_error when the run has no whole checkpoint that loads.
   std::shared_ptr<ServedModel> model(const std::string& id);
 
   // state.json's step as it is on disk now (none without one, or while it is rewritten).
   static std::optional<int64_t> step_on_disk(const std::filesystem::path& dir);
 
   std::chrono::milliseconds recheck{500};
+  std::chrono::milliseconds rescan{1000};
 
  private:
-  struct Slot {
-    std::mutex mutex;
+  struct Run {
+    Entry entry;
+    std::mutex mutex;  // of the model below
     std::shared_ptr<ServedModel> model;
     std::chrono::steady_clock::time_point checked;
   };
-  std::vector<Entry> entries_;
-  std::vector<std::unique_ptr<Slot>> slots_;  // by entry
+  void add(const std::filesystem::path& dir);  // under mutex_
+  void scan_folders();                         // under mutex_
+  Run* run(const std::string& id) const;       // under mutex_
+
+  std::mutex mutex_;  // of the list
+  std::vector<std::filesystem::path> folders_;
+  std::vector<std::unique_ptr<Run>> runs_;  // grows only: a Run's address is stable
+  std::chrono::steady_clock::time_point scanned_;
 };
 
 }  // namespace tinylm

@@ -17,7 +17,6 @@ class ClientConnection {
   ClientConnection(const std::string& local_addr, int local_port, const std::string& remote_addr,
                    int remote_port);
   bool closed() const;
-  bool found() const { return fd_ >= 0; }
 
  private:
   int fd_ = -1;

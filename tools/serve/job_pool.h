@@ -47,9 +47,6 @@ class JobPool {
   // Queues `job`; throws QueueFull when max_waiting jobs already wait.
   std::future<void> submit(std::function<void()> job);
 
-  int workers() const { return static_cast<int>(threads_.size()); }
-  size_t max_waiting() const { return max_waiting_; }
-
  private:
   void work();
 

@@ -95,19 +95,42 @@ torch::Tensor GPTImpl::forward_impl(const torch::Tensor& idx, KVCache* cache) {
         " is longer than model.block_size " + std::to_string(config_.block_size) +
         (cache ? "" : ", and learned positions have no row past it"));
   }
+  const torch::Tensor x = blocks_from(0, embed_at(idx, first), cache);
+  if (cache) cache->advance(T);
+  return unembed(x);
+}
+
+torch::Tensor GPTImpl::embed(const torch::Tensor& idx) { return embed_at(idx, 0); }
+
+torch::Tensor GPTImpl::embed_at(const torch::Tensor& idx, int64_t first) {
   torch::Tensor x = transformer->wte(idx);  // (B, T, C)
   if (const double scale = config_.positions().token_scale(config_.n_embd); scale != 1.0) {
     x = x * scale;
   }
   x = hook_embed_(x);
-  if (const torch::Tensor p = positions(first + T); p.defined()) {
+  if (const torch::Tensor p = positions(first + idx.size(1)); p.defined()) {
     x = x + hook_pos_embed_(p.slice(0, first));  // (T, C) over B
   }
   if (is_training() && config_.dropout > 0.0) x = torch::dropout(x, config_.dropout, true);
-  for (auto& block : transformer->h) x = block(x, cache);
-  if (cache) cache->advance(T);
-  x = hook_normalized_(transformer->ln_f(x));  // (B, T, C)
-  return torch::matmul(x, unembedding().t());  // (B, T, V)
+  return x;
+}
+
+torch::Tensor GPTImpl::forward_from(int64_t layer, const torch::Tensor& x) {
+  if (layer < 0 || layer >= config_.n_layer) {
+    throw std::invalid_argument("forward_from: layer " + std::to_string(layer) +
+                                " is not in this model's 0-" + std::to_string(config_.n_layer - 1));
+  }
+  return blocks_from(layer, x, nullptr);
+}
+
+torch::Tensor GPTImpl::blocks_from(int64_t layer, torch::Tensor x, KVCache* cache) {
+  for (size_t l = static_cast<size_t>(layer); l < transformer->h.size(); ++l)
+    x = transformer->h[l](x, cache);
+  return hook_normalized_(transformer->ln_f(x));  // (B, T, C)
+}
+
+torch::Tensor GPTImpl::unembed(const torch::Tensor& normalized) const {
+  return torch::matmul(normalized, unembedding().t());  // (..., V)
 }
 
 torch::Tensor GPTImpl::positions(int64_t T) const {

@@ -60,6 +60,17 @@ class GPTImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx, KVCache& cache);
   KVCache make_cache() const { return KVCache(config_.n_layer, config_.block_size); }
 
+  // forward(idx) in three parts, for analyses that start or stop inside it:
+  //   unembed(forward_from(0, embed(idx))).
+  // embed: (B, T) -> blocks.0.hook_resid_pre's input (B, T, C), positions from 0.
+  torch::Tensor embed(const torch::Tensor& idx);
+  // From block `layer` on: x is blocks.{layer}.hook_resid_pre (B, T, C) of a window that
+  // starts at position 0 (a cached prefix); returns ln_f.hook_normalized (B, T, C). The hooks
+  // of blocks layer.. apply, as in a whole forward pass.
+  torch::Tensor forward_from(int64_t layer, const torch::Tensor& x);
+  // normalized (..., C) -> logits (..., V).
+  torch::Tensor unembed(const torch::Tensor& normalized) const;
+
   // The position table's first T rows (T, C); undefined where nothing is added to the stream
   // (rope, none, relative, alibi). Sinusoidal rows past block_size are computed.
   torch::Tensor positions(int64_t T) const;
@@ -90,6 +101,8 @@ class GPTImpl : public torch::nn::Module {
 
  private:
   torch::Tensor forward_impl(const torch::Tensor& idx, KVCache* cache);
+  torch::Tensor embed_at(const torch::Tensor& idx, int64_t first);
+  torch::Tensor blocks_from(int64_t layer, torch::Tensor x, KVCache* cache);
 
   HookPoint hook_normalized_{scope_, "ln_f.hook_normalized"};  // (B, T, C)
   torch::Tensor sinusoid_;  // (block_size, C) buffer, sinusoidal positions only

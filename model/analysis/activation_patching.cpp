@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/activation_cache.h"
+#include "model/analysis/stream_gradients.h"
 #include "model/scoped_mode.h"
 
 namespace tinylm {
@@ -76,20 +77,27 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   const CachedRun clean_run = run_with_cache(model, clean_in, [&](const std::string& name) {
     return std::any_of(sites_of.begin(), sites_of.end(), [&](const auto& f) { return f(name); });
   });
-  const torch::Tensor corrupt_logits = model->forward(corrupt_in);
   PatchingResult r;
   r.position = P;
   r.clean_answer = clean_run.logits[0][P].argmax().item<int64_t>();
-  r.corrupt_answer = corrupt_logits[0][P].argmax().item<int64_t>();
-  if (r.clean_answer == r.corrupt_answer) {
-    throw std::invalid_argument(
-        "the clean and the corrupted text both predict " + label(r.clean_answer) +
-        " after position " + std::to_string(P) +
-        ": there is no logit difference to restore; corrupt the text so that its prediction "
-        "changes");
-  }
+  // The corrupted run, once, with gradients: its answer, its residual stream (the exact
+  // runs' prefixes) and the attribution's gradients of LD at P.
+  const StreamGradients corrupted =
+      stream_gradients(model, corrupt_in, [&](const torch::Tensor& normalized) {
+        const torch::Tensor logits = model->unembed(normalized.select(1, P));  // (1, V)
+        r.corrupt_answer = logits[0].argmax().item<int64_t>();
+        if (r.clean_answer == r.corrupt_answer) {
+          throw std::invalid_argument(
+              "the clean and the corrupted text both predict " + label(r.clean_answer) +
+              " after position " + std::to_string(P) +
+              ": there is no logit difference to restore; corrupt the text so that its "
+              "prediction changes");
+        }
+        return (logits[0][r.clean_answer] - logits[0][r.corrupt_answer]).to(torch::kFloat64);
+      }, /*head_outputs=*/true);
   r.clean_diff = logit_diff(clean_run.logits, P, r.clean_answer, r.corrupt_answer).item<double>();
-  r.corrupt_diff = logit_diff(corrupt_logits, P, r.clean_answer, r.corrupt_answer).item<double>();
+  r.corrupt_diff = corrupted.objective;
+  const double span = r.clean_diff - r.corrupt_diff;
 
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
   r.heads = torch::zeros({L, nh}, f64);
@@ -101,8 +109,39 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   const torch::Tensor differs = (clean_in[0] != corrupt_in[0]).nonzero();
   const int64_t first_difference = differs.numel() > 0 ? differs[0][0].item<int64_t>() : T;
 
-  std::vector<Site> sites;
+  // Attribution: (clean - corrupt) . gradient, per position, over span.
+  const auto per_position = [&](const torch::Tensor& clean_value, const torch::Tensor& value,
+                                const torch::Tensor& grad) {  // (1, T, C) -> (T,)
+    return ((clean_value - value).to(torch::kFloat64) * grad.to(torch::kFloat64)).sum(-1)[0] /
+           span;
+  };
+  r.resid_pre_estimate = torch::zeros({L, T}, f64);
+  r.attn_out_estimate = torch::zeros({L}, f64);
+  r.mlp_out_estimate = torch::full({L}, std::numeric_limits<double>::quiet_NaN(), f64);
+  r.head_positions_estimate = torch::zeros({L, nh, T}, f64);
   for (int64_t l = 0; l < L; ++l) {
+    const auto i = static_cast<size_t>(l);
+    r.resid_pre_estimate[l] = per_position(clean_run.cache.at(hook_name(l, "hook_resid_pre")),
+                                           corrupted.resid_pre.value[i], corrupted.resid_pre.grad[i]);
+    r.attn_out_estimate[l] = per_position(clean_run.cache.at(hook_name(l, "hook_attn_out")),
+                                          corrupted.attn_out.value[i], corrupted.attn_out.grad[i])
+                                 .sum();
+    if (corrupted.mlp_out.value[i].defined()) {
+      r.mlp_out_estimate[l] = per_position(clean_run.cache.at(hook_name(l, "hook_mlp_out")),
+                                           corrupted.mlp_out.value[i], corrupted.mlp_out.grad[i])
+                                  .sum();
+    }
+    const torch::Tensor g = head_output_gradient(model, l, corrupted.attn_out.grad[i]);  // (1, nh, T, hs)
+    const torch::Tensor dz = clean_run.cache.at(hook_name(l, "attn.hook_z")) - corrupted.z[i];
+    r.head_positions_estimate[l] =
+        (g.to(torch::kFloat64) * dz.to(torch::kFloat64)).sum(-1)[0] / span;  // (nh, T)
+  }
+  r.heads_estimate = r.head_positions_estimate.sum(-1);
+
+  // The exact runs, a layer's sites together, from the corrupted run's stream at that layer.
+  std::map<int64_t, std::vector<Site>> sites_at;
+  for (int64_t l = 0; l < L; ++l) {
+    std::vector<Site>& sites = sites_at[l];
     for (int64_t h = 0; h < nh; ++h)
       sites.push_back(
           {hook_name(l, "attn.hook_z"), h, -1, r.heads.data_ptr<double>() + l * nh + h});
@@ -113,23 +152,32 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
     if (clean_run.cache.contains(hook_name(l, "hook_mlp_out")))
       sites.push_back({hook_name(l, "hook_mlp_out"), -1, -1, r.mlp_out.data_ptr<double>() + l});
   }
-
-  const double span = r.clean_diff - r.corrupt_diff;
-  for (size_t start = 0; start < sites.size(); start += static_cast<size_t>(batch_size)) {
-    const size_t end = std::min(sites.size(), start + static_cast<size_t>(batch_size));
-    std::map<std::string, std::vector<std::pair<int64_t, const Site*>>> by_hook;
-    for (size_t i = start; i < end; ++i)
-      by_hook[sites[i].hook].emplace_back(static_cast<int64_t>(i - start), &sites[i]);
-    std::vector<HookHandle> patches;
-    for (auto& [name, rows] : by_hook)
-      patches.push_back(model->add_hook(name, patch_rows(clean_run.cache.at(name)[0], rows)));
-    const torch::Tensor logits =
-        model->forward(corrupt_in.expand({static_cast<int64_t>(end - start), T}));
-    const torch::Tensor diff = logit_diff(logits, P, r.clean_answer, r.corrupt_answer);
-    for (size_t i = start; i < end; ++i)
-      *sites[i].out =
-          (diff[static_cast<int64_t>(i - start)].item<double>() - r.corrupt_diff) / span;
+  for (const auto& [layer, sites] : sites_at) {
+    const torch::Tensor prefix = corrupted.resid_pre.value[static_cast<size_t>(layer)];  // (1, T, C)
+    for (size_t start = 0; start < sites.size(); start += static_cast<size_t>(batch_size)) {
+      const size_t end = std::min(sites.size(), start + static_cast<size_t>(batch_size));
+      std::map<std::string, std::vector<std::pair<int64_t, const Site*>>> by_hook;
+      for (size_t i = start; i < end; ++i)
+        by_hook[sites[i].hook].emplace_back(static_cast<int64_t>(i - start), &sites[i]);
+      std::vector<HookHandle> patches;
+      for (auto& [name, rows] : by_hook)
+        patches.push_back(model->add_hook(name, patch_rows(clean_run.cache.at(name)[0], rows)));
+      const torch::Tensor normalized =
+          model->forward_from(layer, prefix.expand({static_cast<int64_t>(end - start), T, -1}));
+      const torch::Tensor at_p = model->unembed(normalized.select(1, P)).to(torch::kFloat64);
+      const torch::Tensor diff = at_p.select(1, r.clean_answer) - at_p.select(1, r.corrupt_answer);
+      for (size_t i = start; i < end; ++i)
+        *sites[i].out =
+            (diff[static_cast<int64_t>(i - start)].item<double>() - r.corrupt_diff) / span;
+    }
   }
+  const auto values = [](const torch::Tensor& t) {
+    const torch::Tensor c = t.contiguous();
+    return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+  };
+  r.heads_agreement = rank_agreement(values(r.heads), values(r.heads_estimate), 3);
+  // Over every (layer, position), index l T + p: before the first difference both are 0.
+  r.resid_pre_agreement = rank_agreement(values(r.resid_pre), values(r.resid_pre_estimate), 3);
   return r;
 }
 

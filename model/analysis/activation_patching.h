@@ -8,7 +8,15 @@
 //   - each head's z (blocks.L.attn.hook_z, that head, every position);
 //   - each layer's resid_pre (blocks.L.hook_resid_pre) at each position;
 //   - each layer's attn_out and mlp_out (every position).
-// The patched runs go in batches, one copy of the corrupted text per site.
+// The patched runs go in batches, one copy of the corrupted text per site, each layer's
+// sites run from that layer on, from the corrupted run's residual stream there (the
+// layers below are the corrupted run's whatever is patched above them).
+//
+// Attribution patching (Nanda 2023) estimates every site at once, and each head at each
+// position, to first order: restored ~ (a_clean - a_corrupt) . d LD / d a at the corrupted
+// run, over the span (model/analysis/stream_gradients.h), from the clean run's cache and one
+// corrupted pass with gradients. The exact runs are its reference; the result says how
+// well the two rank the heads and the residual positions.
 
 #include <cstdint>
 #include <functional>
@@ -16,6 +24,7 @@
 
 #include <torch/torch.h>
 
+#include "model/analysis/rank_agreement.h"
 #include "model/gpt.h"
 
 namespace tinylm {
@@ -28,6 +37,11 @@ struct PatchingResult {
   torch::Tensor resid_pre;                       // (L, T): by resid_pre at each position
   torch::Tensor attn_out;                        // (L,)
   torch::Tensor mlp_out;                         // (L,); NaN where a block has no MLP
+  // Attribution patching's estimates of the same (normalised as `restored`), and of each
+  // head at each position: (L, nh), (L, nh, T), (L, T), (L,), (L,).
+  torch::Tensor heads_estimate, head_positions_estimate, resid_pre_estimate, attn_out_estimate,
+      mlp_out_estimate;
+  RankAgreement heads_agreement, resid_pre_agreement;  // exact against estimate
 };
 
 // How an error names a token: "token 17" unless the caller knows its text.

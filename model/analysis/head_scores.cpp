@@ -2,8 +2,7 @@
 
 #include <stdexcept>
 
-#include "model/activation_cache.h"
-#include "model/scoped_mode.h"
+#include "model/analysis/window_survey.h"
 
 namespace tinylm {
 
@@ -53,46 +52,11 @@ torch::Tensor entropy_sum(const torch::Tensor& pattern) {
   return -torch::xlogy(a, a).sum(-1).sum(std::vector<int64_t>{0, 2});  // 0 log 0 = 0
 }
 
-HeadScores head_scores(GPT& model, const torch::Tensor& tokens, int64_t induction_from,
-                       int64_t batch_size) {
-  const int64_t L = model->config().n_layer, nh = model->config().n_head;
-  const int64_t N = tokens.size(0), T = tokens.size(1);
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64);
-  std::map<std::string, torch::Tensor> sums;
-  std::map<std::string, int64_t> rows;
-  for (const std::string& name : head_target_names()) sums[name] = torch::zeros({L, nh}, f64);
-  sums["entropy"] = torch::zeros({L, nh}, f64);
-  const ScopedMode eval = eval_mode(*model);
-  for (int64_t start = 0; start < N; start += batch_size) {
-    const torch::Tensor batch = tokens.slice(0, start, std::min(N, start + batch_size));  // (b, T)
-    const CachedRun run = run_with_cache(model, batch, names_ending_with("attn.hook_pattern"));
-    torch::Tensor induction_rows;
-    if (induction_from > 0) {
-      induction_rows = (torch::arange(T) >= induction_from).expand({batch.size(0), T});
-    }
-    std::map<std::string, torch::Tensor> targets;
-    for (const std::string& name : head_target_names()) targets[name] = target_matrix(name, batch);
-    for (int64_t l = 0; l < L; ++l) {
-      const torch::Tensor& pattern = run.cache.at(hook_name(l, "attn.hook_pattern"));
-      for (const std::string& name : head_target_names()) {
-        const ScoreSum s = score_sum(pattern, targets[name],
-                                     name == "induction" ? induction_rows : torch::Tensor());
-        sums[name][l] += s.sum;
-        if (l == 0) rows[name] += s.rows;
-      }
-      sums["entropy"][l] += entropy_sum(pattern);
-    }
-    rows["entropy"] += batch.size(0) * T;
-  }
-  HeadScores scores;
-  scores.sequences = N;
-  scores.length = T;
-  for (auto& [name, sum] : sums) {
-    // A target no row has (no duplicates at all, say) has no score: NaN, not 0.
-    scores.values[name] = rows[name] > 0 ? sum / static_cast<double>(rows[name])
-                                         : torch::full({L, nh}, std::nan(""), f64);
-  }
-  return scores;
+HeadScores head_scores(GPT& model, const torch::Tensor& tokens, int64_t induction_from) {
+  SurveyOptions options;
+  options.scores = true;
+  options.induction_from = induction_from;
+  return survey_windows(model, tokens, {}, options).scores;
 }
 
 }  // namespace tinylm

@@ -42,10 +42,9 @@ struct HeadScores {
   int64_t length = 0;
 };
 
-// Every head's scores pooled over the rows of `tokens` (N, T), in batches. When
-// `induction_from` > 0 only rows i >= induction_from count for the induction score (the
-// repeated half of a probe).
-HeadScores head_scores(GPT& model, const torch::Tensor& tokens, int64_t induction_from = 0,
-                       int64_t batch_size = 8);
+// Every head's scores pooled over the rows of `tokens` (N, T), in passes sized by memory
+// (model/analysis/window_survey.h). When `induction_from` > 0 only rows i >= induction_from
+// count for the induction score (the repeated half of a probe).
+HeadScores head_scores(GPT& model, const torch::Tensor& tokens, int64_t induction_from = 0);
 
 }  // namespace tinylm

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "model/window_loss.h"
+#include "model/analysis/window_survey.h"
 
 namespace tinylm {
 
@@ -20,18 +20,27 @@ torch::Tensor repeated_random_tokens(int64_t count, int64_t R, int64_t vocab,
   return torch::cat({half, half}, 1);  // (count, 2R)
 }
 
+torch::Tensor probe_targets(const torch::Tensor& probe) {
+  torch::Tensor targets = torch::zeros_like(probe);
+  targets.slice(1, 0, probe.size(1) - 1).copy_(probe.slice(1, 1));
+  return targets;
+}
+
+ProbeLosses probe_losses(const WindowSurvey& survey) {
+  const int64_t R = survey.length / 2;
+  return {survey.mean_loss({0, R - 1}), survey.mean_loss({R, 2 * R - 1})};
+}
+
 ProbeLosses probe_losses(GPT& model, const torch::Tensor& probe) {
-  const int64_t R = probe.size(1) / 2;
-  return {window_loss(model, probe, probe.size(0), {0, R - 1}).mean(),
-          window_loss(model, probe, probe.size(0), {R, 2 * R - 1}).mean()};
+  return probe_losses(survey_windows(model, probe, probe_targets(probe), {}));
 }
 
 ProbeResult run_induction_probe(GPT& model, const torch::Tensor& probe) {
-  ProbeResult result;
-  const int64_t R = probe.size(1) / 2;
-  result.scores = head_scores(model, probe, /*induction_from=*/R);
-  result.losses = probe_losses(model, probe);
-  return result;
+  SurveyOptions options;
+  options.scores = true;
+  options.induction_from = probe.size(1) / 2;
+  const WindowSurvey survey = survey_windows(model, probe, probe_targets(probe), options);
+  return {survey.scores, probe_losses(survey)};
 }
 
 }  // namespace tinylm

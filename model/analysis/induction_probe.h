@@ -19,6 +19,10 @@ namespace tinylm {
 torch::Tensor repeated_random_tokens(int64_t count, int64_t R, int64_t vocab,
                                      torch::Generator& generator);
 
+// The probe's targets beside its 2R inputs: position i predicts token i + 1; the last
+// position, which neither half counts, is given token 0.
+torch::Tensor probe_targets(const torch::Tensor& probe);
+
 struct ProbeLosses {
   double first_half = 0.0;   // mean nats
   double second_half = 0.0;  // the induction loss
@@ -26,6 +30,9 @@ struct ProbeLosses {
 
 // The halves' mean losses of the model on the probe (count, 2R).
 ProbeLosses probe_losses(GPT& model, const torch::Tensor& probe);
+// The same from a survey of the probe's 2R inputs (model/analysis/window_survey.h).
+struct WindowSurvey;
+ProbeLosses probe_losses(const WindowSurvey& survey);
 
 struct ProbeResult {
   HeadScores scores;  // induction counts rows of the second half only

@@ -47,24 +47,25 @@ TEST(WindowLoss, SumsTheCrossEntropyOfTheCountedPredictions) {
   EXPECT_NEAR(window_loss(model, w, 2).nats, all.nats, 1e-4);
 }
 
-TEST(WindowLoss, AGpt2ShapedModelIsScoredInPassesWhoseLogitsFitTheBudget) {
+TEST(WindowLoss, AGpt2ShapedModelIsScoredInSlicesWhoseLogitsFitTheBudget) {
   // GPT-2's vocabulary and context, narrow and shallow: one window's float32 logits are
-  // 1024 x 50257 x 4 = 206 MB, so 32 windows at once would be 6.6 GB.
+  // 1024 x 50257 x 4 = 206 MB, so 32 windows at once would be 6.6 GB. The logits are made a
+  // slice of positions at a time, the largest slice that fits the budget.
   const int64_t V = 50257, T = 1024;
+  const int64_t chunk = logit_chunk_positions(V), bytes = V * static_cast<int64_t>(sizeof(float));
+  EXPECT_LE(chunk * bytes, kWindowLossLogitsBytes);
+  EXPECT_GT((chunk + 1) * bytes, kWindowLossLogitsBytes);
+  EXPECT_LT(chunk, T);  // so this test's windows are scored in several slices
+  // The blocks take as many windows as their widest activation allows: GPT-2 small's MLP
+  // is 1024 x 3072 floats (12.6 MB) a window.
+  const ModelConfig gpt2 =
+      test::small_config({"n_layer=12", "n_head=12", "n_embd=768", "block_size=1024"}, V);
+  EXPECT_EQ(windows_per_pass(gpt2, T, 32), kWindowLossActivationBytes / (T * 4 * 768 * 4));
+  EXPECT_EQ(windows_per_pass(gpt2, 8, 32), 32);
   GPT model = test::random_model(
       test::small_config({"n_layer=1", "n_head=1", "n_embd=8", "block_size=1024"}, V));
   const torch::Tensor w = windows(2, T + 1, V, 3);
-  std::vector<int64_t> rows;  // windows per forward pass
-  const HookHandle watch =
-      model->add_hook("hook_embed", [&](const torch::Tensor& x, const std::string&) {
-        rows.push_back(x.size(0));
-        return x;
-      });
   const WindowLoss loss = window_loss(model, w, /*batch=*/32);
-  EXPECT_EQ(rows, (std::vector<int64_t>{1, 1}));  // 206 MB a window: one per pass
-  for (const int64_t r : rows) {
-    EXPECT_LE(r * T * V * static_cast<int64_t>(sizeof(float)), kWindowLossLogitsBytes) << r;
-  }
   EXPECT_EQ(loss.predictions, 2 * T);
   // The sum is the reference's: a float32 sum of T terms within a pass (epsilon x T,
   // relative) against log-softmax in double.

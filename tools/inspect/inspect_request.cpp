@@ -16,9 +16,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// N random windows of T + 1 tokens (T = block_size, or less for a short text).
+// N random windows of T + 1 tokens (T = block_size, or less for a short text); their starts
+// go to *starts when given.
 torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, int64_t n,
-                             torch::Generator& generator, const std::string& source) {
+                             torch::Generator& generator, const std::string& source,
+                             std::vector<int64_t>* starts_out = nullptr) {
   if (tokens.numel() < 3) {
     throw std::runtime_error(source + " has " + std::to_string(tokens.numel()) +
                              " tokens; inspecting needs at least 3");
@@ -26,8 +28,10 @@ torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, in
   const int64_t T = std::min(block_size, tokens.numel() - 1);
   const torch::Tensor starts = torch::randint(tokens.numel() - T, {n}, generator, torch::kInt64);
   std::vector<torch::Tensor> rows;
-  for (int64_t i = 0; i < n; ++i)
+  for (int64_t i = 0; i < n; ++i) {
     rows.push_back(tokens.slice(0, starts[i].item<int64_t>(), starts[i].item<int64_t>() + T + 1));
+    if (starts_out) starts_out->push_back(starts[i].item<int64_t>());
+  }
   return torch::stack(rows);  // (n, T + 1)
 }
 
@@ -35,12 +39,13 @@ torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, in
 struct Views {
   bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution,
       circuits, geometry, positions, drift, analogy, training;
+  int64_t exact = kExactHeads;  // heads ablated exactly; -1: all
 };
 
 Views chosen_views(const InspectArgs& args) {
   const bool everything = args.all || !args.html.empty();
   const bool texts = !args.clean.empty() || !args.corrupt.empty();
-  const Views v{everything,
+  Views v{everything,
                 everything || args.heads,
                 everything || args.ablate,
                 everything || args.priors,
@@ -70,6 +75,14 @@ Views chosen_views(const InspectArgs& args) {
   if (args.position >= 0 && !v.patch) throw UsageError("--position goes with --patch");
   if (v.lens && args.prompt.empty() && !everything)
     throw UsageError("--logit-lens needs --prompt TEXT");
+  if (args.exact == "all") {
+    v.exact = -1;
+  } else {
+    const bool digits = !args.exact.empty() && args.exact.size() < 7 &&
+                        args.exact.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) throw UsageError("--exact is a number of heads or all, got \"" + args.exact + "\"");
+    v.exact = std::stoll(args.exact);
+  }
   if (args.ablation != "zero" && args.ablation != "mean")
     throw UsageError("--ablation is zero or mean, got \"" + args.ablation + "\"");
   return v;
@@ -157,7 +170,8 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
   }
   if (v.heads || v.ablate) {
     auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args.seed));
-    data.windows = random_windows(tokens, mc.block_size, args.windows, rng, data.source);
+    data.windows =
+        random_windows(tokens, mc.block_size, args.windows, rng, data.source, &data.window_starts);
     data.probe = repeated_random_tokens(args.probes, probe_half_length(mc), mc.vocab_size, rng);
   }
   if (v.attention && v.lens) {
@@ -165,11 +179,15 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
   } else if (v.attention) {
     out.attention = inspect_attention(run, prompt);
   }
-  if (v.heads) out.heads = inspect_heads(run, data);
-  if (v.ablate) {
-    spdlog::info("ablating {} heads, two ways, on {} windows...", mc.n_layer * mc.n_head,
-                 args.windows);
-    out.ablation = inspect_ablation(run, data);
+  if (v.heads || v.ablate) {
+    if (v.ablate) {
+      spdlog::info("ablation: {} heads estimated by attribution, {} of them ablated two ways, on "
+                   "{} windows...",
+                   mc.n_layer * mc.n_head,
+                   v.exact < 0 ? mc.n_layer * mc.n_head : std::min(v.exact, mc.n_layer * mc.n_head),
+                   args.windows);
+    }
+    std::tie(out.heads, out.ablation) = inspect_windows(run, data, v.heads, v.ablate, v.exact);
   }
   if (v.priors) out.priors = inspect_priors(out, run);
   if (v.lens && !v.attention) out.lens = inspect_logit_lens(run, prompt);
@@ -210,7 +228,13 @@ void add_inspect_options(CLI::App* cmd, InspectArgs& a) {
   cmd->add_option("--prompt", args->prompt, "Text whose attention maps (and logit lens) to show");
   cmd->add_flag("--heads", args->heads,
                 "Head scores: previous-token, induction, ... and the induction probe");
-  cmd->add_flag("--ablate", args->ablate, "The loss when each head is zeroed or mean-ablated");
+  cmd->add_flag("--ablate", args->ablate,
+                "The loss when each head is zeroed or mean-ablated: every head estimated by "
+                "attribution, the top --exact run");
+  cmd->add_option("--exact", args->exact,
+                  "Heads --ablate runs exactly, the top ones by attribution (a number, or all; "
+                  "default " +
+                      std::to_string(kExactHeads) + ")");
   cmd->add_flag("--priors", args->priors,
                 "What W_Q, W_K, W_V, W_O encode from positions and tokens alone");
   cmd->add_flag("--logit-lens", args->logit_lens,

@@ -158,14 +158,29 @@ std::pair<AttentionView, LensView> inspect_attention_and_lens(LoadedRun& run,
           {ids, logit_lens(run.model, cached.cache, ids.unsqueeze(0))}};
 }
 
-HeadsView inspect_heads(LoadedRun& run, const InspectData& data) {
-  const int64_t T = data.windows.size(1) - 1;
-  return {data.source, head_scores(run.model, data.windows.slice(1, 0, T)),
-          run_induction_probe(run.model, data.probe), data.probe.size(0), data.probe.size(1)};
-}
-
-AblationView inspect_ablation(LoadedRun& run, const InspectData& data) {
-  return {data.source, data.windows.size(0), ablation_table(run.model, data.windows, data.probe)};
+std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows(
+    LoadedRun& run, const InspectData& data, bool heads, bool ablate, int64_t exact) {
+  const int64_t T = data.windows.size(1) - 1, R = data.probe.size(1) / 2;
+  SurveyOptions on_windows = ablate ? ablation_survey_options(false, 0) : SurveyOptions{};
+  SurveyOptions on_probe =
+      ablate ? ablation_survey_options(true, data.probe.size(1)) : SurveyOptions{};
+  on_windows.scores = on_probe.scores = heads;
+  on_probe.induction_from = R;
+  const WindowSurvey windows = survey_windows(run.model, data.windows.slice(1, 0, T),
+                                              data.windows.slice(1, 1, T + 1), on_windows);
+  const WindowSurvey probe =
+      survey_windows(run.model, data.probe, probe_targets(data.probe), on_probe);
+  std::pair<std::optional<HeadsView>, std::optional<AblationView>> out;
+  if (heads) {
+    out.first = HeadsView{data.source, windows.scores, {probe.scores, probe_losses(probe)},
+                          data.probe.size(0), data.probe.size(1)};
+  }
+  if (ablate) {
+    out.second = AblationView{
+        data.source, data.windows.size(0), data.window_starts, data.probe,
+        ablation_table(run.model, data.windows, data.probe, exact, &windows, &probe)};
+  }
+  return out;
 }
 
 Priors inspect_priors(Inspection& out, LoadedRun& run) {

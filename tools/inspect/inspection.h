@@ -34,6 +34,7 @@ namespace tinylm {
 // What head scores and ablation read.
 struct InspectData {
   torch::Tensor windows;  // (N, T + 1) from the data
+  std::vector<int64_t> window_starts;
   std::string source;     // where they came from, for the reader
   torch::Tensor probe;    // (n, 2R), repeated random tokens
 };
@@ -53,6 +54,8 @@ struct HeadsView {
 struct AblationView {
   std::string source;
   int64_t windows = 0;
+  std::vector<int64_t> window_starts;  // where each window begins in the text
+  torch::Tensor probe;                 // (n, 2R) the probe's tokens
   AblationTable table;
 };
 
@@ -139,8 +142,10 @@ std::string visible_token(const std::string& piece);
 torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::string& prompt);
 // `ids` (T,): a prompt, at most block_size tokens.
 AttentionView inspect_attention(LoadedRun& run, const torch::Tensor& ids);
-HeadsView inspect_heads(LoadedRun& run, const InspectData& data);
-AblationView inspect_ablation(LoadedRun& run, const InspectData& data);
+// Head scores and ablation from one survey of the windows and one of the probe: either or
+// both. `exact` heads are ablated exactly (-1: all), the rest estimated.
+std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows(
+    LoadedRun& run, const InspectData& data, bool heads, bool ablate, int64_t exact);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
 LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k = 5);
 // Both of the prompt's, from one forward pass (what the lab asks for every prompt).

@@ -1,6 +1,8 @@
 #include "tools/inspect/inspection_json.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <unordered_map>
 
 namespace tinylm {
@@ -71,21 +73,51 @@ json heads_json(const HeadsView& h) {
             {"loss_second_half", rounded(h.probe.losses.second_half, 6)}}}};
 }
 
+// {spearman, k, both: [labels of the items both top k pick]}.
+json agreement_json(const RankAgreement& a, const std::function<json(int64_t)>& item) {
+  json both = json::array();
+  for (const int64_t i : a.both) both.push_back(item(i));
+  return {{"spearman", std::isnan(a.spearman) ? json(nullptr) : json(rounded(a.spearman, 4))},
+          {"k", a.k},
+          {"both", both}};
+}
+
 json ablation_json(const AblationView& a) {
   json rows = json::array();
+  const auto value = [](double x) { return std::isnan(x) ? json(nullptr) : json(rounded(x, 6)); };
   for (const HeadAblation& r : a.table.heads) {
     rows.push_back({{"layer", r.head.layer},
                     {"head", r.head.head},
-                    {"zero", rounded(r.zero, 6)},
-                    {"mean", rounded(r.mean, 6)},
-                    {"probe_zero", rounded(r.probe_zero, 6)},
-                    {"probe_mean", rounded(r.probe_mean, 6)}});
+                    {"exact", r.exact},
+                    {"zero", value(r.zero)},
+                    {"mean", value(r.mean)},
+                    {"probe_zero", value(r.probe_zero)},
+                    {"probe_mean", value(r.probe_mean)},
+                    {"estimate",
+                     {{"zero", rounded(r.estimate.zero, 6)},
+                      {"mean", rounded(r.estimate.mean, 6)},
+                      {"probe_zero", rounded(r.estimate.probe_zero, 6)},
+                      {"probe_mean", rounded(r.estimate.probe_mean, 6)}}}});
   }
+  // The agreement's items are the exact rows, in the table's order.
+  const auto label = [&](int64_t i) {
+    const HeadAblation& r = a.table.heads[static_cast<size_t>(i)];
+    return json{{"layer", r.head.layer}, {"head", r.head.head}};
+  };
+  json agreement;
+  const char* kinds[] = {"zero", "mean", "probe_zero", "probe_mean"};
+  for (size_t k = 0; k < a.table.agreement.size(); ++k)
+    agreement[kinds[k]] = agreement_json(a.table.agreement[k], label);
   return {{"source", a.source},
           {"windows", a.windows},
+          {"window_starts", a.window_starts},
+          {"probe", tensor_to_json(a.probe.to(torch::kFloat64), 0)},
           {"loss", rounded(a.table.loss, 6)},
           {"probe_loss", rounded(a.table.probe_loss, 6)},
-          {"heads", rows}};
+          {"exact_heads", std::count_if(a.table.heads.begin(), a.table.heads.end(),
+                                        [](const HeadAblation& r) { return r.exact; })},
+          {"heads", rows},
+          {"agreement", agreement}};
 }
 
 json priors_json(const Priors& p, const HeatmapEncoder& heatmap) {
@@ -157,7 +189,23 @@ json patching_json(const PatchingView& v, const Tokenizer& tokenizer) {
           {"resid_pre", tensor_to_json(r.resid_pre, 6)},
           {"attn_out", tensor_to_json(r.attn_out, 6)},
           {"mlp_out", tensor_to_json(r.mlp_out, 6)},
-          {"strongest_head", strongest(r.heads)}};
+          {"strongest_head", strongest(r.heads)},
+          {"estimate",
+           {{"heads", head_table(r.heads_estimate)},
+            {"head_positions", tensor_to_json(r.head_positions_estimate, 6)},
+            {"resid_pre", tensor_to_json(r.resid_pre_estimate, 6)},
+            {"attn_out", tensor_to_json(r.attn_out_estimate, 6)},
+            {"mlp_out", tensor_to_json(r.mlp_out_estimate, 6)},
+            {"strongest_head", strongest(r.heads_estimate)}}},
+          {"agreement",
+           {{"heads", agreement_json(r.heads_agreement,
+                                     [nh = r.heads.size(1)](int64_t i) {
+                                       return json{{"layer", i / nh}, {"head", i % nh}};
+                                     })},
+            {"resid_pre", agreement_json(r.resid_pre_agreement, [T = r.resid_pre.size(1)](
+                                                                    int64_t i) {
+               return json{{"layer", i / T}, {"position", i % T}};
+             })}}}};
 }
 
 // {from: {layer, head}, to: {layer, head}, score} of the highest entry of (L, nh, L, nh).

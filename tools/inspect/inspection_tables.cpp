@@ -73,12 +73,22 @@ void print_ablation(const AblationView& a) {
               static_cast<long long>(a.windows), a.source.c_str(), a.table.loss,
               a.table.probe_loss);
   std::printf(
-      "head   d_loss zero  d_loss mean | d_probe zero  d_probe mean   (sorted by d_loss zero)\n");
+      "head   d_loss zero  d_loss mean | d_probe zero  d_probe mean   (exact, sorted by d_loss "
+      "zero; ~ estimated by attribution; --exact K runs more)\n");
   for (const HeadAblation& r : a.table.heads) {
-    std::printf("%lld.%-3lld %s %s |  %s  %s\n", static_cast<long long>(r.head.layer),
-                static_cast<long long>(r.head.head), table_cell(r.zero, "%+11.4f").c_str(),
-                table_cell(r.mean, "%+12.4f").c_str(), table_cell(r.probe_zero, "%+11.4f").c_str(),
-                table_cell(r.probe_mean, "%+12.4f").c_str());
+    const AblationEstimate& e = r.estimate;
+    std::printf("%lld.%-3lld %s %s |  %s  %s%s\n", static_cast<long long>(r.head.layer),
+                static_cast<long long>(r.head.head),
+                table_cell(r.exact ? r.zero : e.zero, "%+11.4f").c_str(),
+                table_cell(r.exact ? r.mean : e.mean, "%+12.4f").c_str(),
+                table_cell(r.exact ? r.probe_zero : e.probe_zero, "%+11.4f").c_str(),
+                table_cell(r.exact ? r.probe_mean : e.probe_mean, "%+12.4f").c_str(),
+                r.exact ? "" : "  ~");
+  }
+  if (!a.table.agreement.empty() && a.table.agreement[0].k > 0) {
+    std::printf("attribution against exact on the exact heads: Spearman %.3f (zero), %.3f (probe "
+                "zero)\n",
+                a.table.agreement[0].spearman, a.table.agreement[2].spearman);
   }
   std::printf("\n");
 }
@@ -287,8 +297,12 @@ void print_patching(const PatchingView& v, const LoadedRun& run) {
       std::printf(" %s", table_cell(at(r.heads, l, h)).c_str());
     std::printf("\n");
   }
-  std::printf("strongest head: %s\nresid_pre by position (rows: layers)\n      ",
-              strongest_head(r.heads).c_str());
+  std::printf(
+      "strongest head: %s; by attribution patching: %s (Spearman %.3f over the heads, top %lld "
+      "shared: %zu)\nresid_pre by position (rows: layers)\n      ",
+      strongest_head(r.heads).c_str(), strongest_head(r.heads_estimate).c_str(),
+      r.heads_agreement.spearman, static_cast<long long>(r.heads_agreement.k),
+      r.heads_agreement.both.size());
   for (int64_t t = 0; t < r.resid_pre.size(1); ++t)
     std::printf(" %6s", label(run, v.corrupt[t].item<int64_t>()).c_str());
   std::printf("\n");

@@ -13,7 +13,7 @@ int64_t logit_chunk_positions(int64_t vocab_size) {
 }
 
 int64_t windows_per_pass(const ModelConfig& config, int64_t T, int64_t batch) {
-  const int64_t widest = std::max(4 * config.n_embd, 2 * config.swiglu_hidden());
+  const int64_t widest = config.mlp == MlpKind::kSwiglu ? 2 * config.swiglu_hidden() : 4 * config.n_embd;
   const int64_t bytes = T * widest * static_cast<int64_t>(sizeof(float));
   return std::max<int64_t>(1, std::min(batch, kWindowLossActivationBytes / bytes));
 }
@@ -23,7 +23,7 @@ torch::Tensor next_token_losses(const GPT& model, const torch::Tensor& normalize
   const int64_t C = normalized.size(-1);
   const torch::Tensor x = normalized.reshape({-1, C});  // (B T, C)
   const torch::Tensor y = targets.reshape({-1}).to(normalized.device());
-  torch::Tensor losses = torch::empty({x.size(0)}, normalized.options().dtype(torch::kFloat32));
+  torch::Tensor losses = torch::empty({x.size(0)}, normalized.options());
   const int64_t chunk = logit_chunk_positions(model->config().vocab_size);
   for (int64_t start = 0; start < x.size(0); start += chunk) {
     const int64_t end = std::min(x.size(0), start + chunk);

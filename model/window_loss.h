@@ -40,7 +40,7 @@ int64_t logit_chunk_positions(int64_t vocab_size);
 int64_t windows_per_pass(const ModelConfig& config, int64_t T, int64_t batch);
 
 // Next-token cross entropy from ln_f's output: normalized (B, T, C), targets (B, T) int64
-// -> (B, T) float32 nats, with at most logit_chunk_positions of logits at once.
+// -> (B, T) nats in normalized's dtype, with at most logit_chunk_positions of logits at once.
 torch::Tensor next_token_losses(const GPT& model, const torch::Tensor& normalized,
                                 const torch::Tensor& targets);
 

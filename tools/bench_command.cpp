@@ -22,6 +22,7 @@
 #include "model/generate.h"
 #include "model/kernels/kernel_choice.h"
 #include "tools/bench_checkpoint.h"
+#include "tools/bench_inspect.h"
 #include "tools/bench_serve.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -112,6 +113,9 @@ struct BenchArgs {
   std::string checkpoint_dir = "runs/bench-checkpoint";  // on the disk runs are written to
   std::vector<std::string> overrides;                    // --section.key=value
   std::string serve;                                     // --serve RUN: only the lab
+  std::string inspect;                                   // --inspect RUN: only inspection
+  int64_t windows = 8, probes = 2;                       // of --inspect
+  std::string exact = "8";
   int clients = 8, requests = 200;                       // of --serve
 };
 
@@ -373,6 +377,10 @@ int run_bench(BenchArgs args) {
                  args.repeats, args.json});
     return 0;
   }
+  if (!args.inspect.empty()) {
+    bench_inspect({args.inspect, args.windows, args.probes, args.exact, args.repeats, args.json});
+    return 0;
+  }
   const torch::Device device = parse_device(args.device);
   // bench removes what --checkpoint writes: only a directory it makes itself.
   if (args.checkpoint && fs::exists(fs::symlink_status(args.checkpoint_dir))) {
@@ -458,6 +466,19 @@ Command add_bench_command(CLI::App& app) {
       ->check(integer_flag(between(1, 256)));
   cmd->add_option("--requests", args->requests, "Requests per client and kind of --serve")
       ->check(integer_flag(between(1, 1000000)));
+  cmd->add_option("--inspect", args->inspect,
+                  "Measure only inspection on this run: each view's time in units of one forward "
+                  "pass over its windows");
+  cmd->add_option("--windows", args->windows, "Windows of --inspect")
+      ->check(integer_flag(between(1, 100000)));
+  cmd->add_option("--probes", args->probes, "Probe sequences of --inspect")
+      ->check(integer_flag(between(1, 10000)));
+  cmd->add_option("--exact", args->exact,
+                  "Heads --inspect's ablation runs exactly (a number, or all)")
+      ->check([](const std::string& s) {
+        const bool digits = !s.empty() && s.size() < 7 && s.find_first_not_of("0123456789") == std::string::npos;
+        return digits || s == "all" ? std::string() : "a number of heads, or all";
+      });
   return with_overrides(cmd, args->overrides, "--train.dtype=bfloat16",
                         [args] { return run_bench(*args); });
 }

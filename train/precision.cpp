@@ -18,6 +18,22 @@ std::set<std::string> cpu_flags() {
   return {};
 }
 
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, name = "an unknown CPU";
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    name = line.substr(line.find(':') + 2);
+    break;
+  }
+  const std::set<std::string> flags = cpu_flags();
+  std::string units;
+  for (const char* unit : {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}) {
+    if (flags.count(unit)) units += (units.empty() ? "" : " ") + std::string(unit);
+  }
+  return name + " (" + (units.empty() ? "no AVX2" : units) + ")";
+}
+
 PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,
                                  const std::set<std::string>& flags) {
   if (requested != Dtype::kAuto)

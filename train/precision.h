@@ -23,6 +23,9 @@ struct PrecisionChoice {
 // The flags of the first processor in /proc/cpuinfo ("avx2", "amx_bf16", ...); empty where
 // there is no such file.
 std::set<std::string> cpu_flags();
+// "AMD EPYC (avx2 fma)": the model name and the vector units among the flags, for figures
+// that must say which machine made them.
+std::string cpu_description();
 
 PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,
                                  const std::set<std::string>& flags);

@@ -48,7 +48,7 @@ HookFn patch_rows(const torch::Tensor& clean, std::vector<std::pair<int64_t, con
 
 PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
                                    const torch::Tensor& corrupt, int64_t position,
-                                   int64_t batch_size, const TokenLabel& label) {
+                                   int64_t batch_size, const TokenLabel& label, bool exact) {
   const ModelConfig& mc = model->config();
   if (clean.dim() != 1 || corrupt.dim() != 1 || clean.size(0) != corrupt.size(0)) {
     throw std::invalid_argument("patching needs texts of the same length: the clean text is " +
@@ -152,6 +152,7 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
     if (clean_run.cache.contains(hook_name(l, "hook_mlp_out")))
       sites.push_back({hook_name(l, "hook_mlp_out"), -1, -1, r.mlp_out.data_ptr<double>() + l});
   }
+  if (!exact) return r;
   for (const auto& [layer, sites] : sites_at) {
     const torch::Tensor prefix = corrupted.resid_pre.value[static_cast<size_t>(layer)];  // (1, T, C)
     for (size_t start = 0; start < sites.size(); start += static_cast<size_t>(batch_size)) {

@@ -140,7 +140,24 @@ std::vector<HookHandle> ablate_heads(LoadedRun& run, const fs::path& run_dir,
   return handles;
 }
 
+// The windows and probe of --windows, --probes and --seed from `tokens`.
+void sample_windows(InspectData& data, const torch::Tensor& tokens, const ModelConfig& mc,
+                    const InspectArgs& args) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args.seed));
+  data.windows =
+      random_windows(tokens, mc.block_size, args.windows, rng, data.source, &data.window_starts);
+  data.probe = repeated_random_tokens(args.probes, probe_half_length(mc), mc.vocab_size, rng);
+}
+
 }  // namespace
+
+InspectData inspect_data(const LoadedRun& run, const fs::path& run_dir, const InspectArgs& args) {
+  InspectData data;
+  torch::Tensor tokens;
+  std::tie(tokens, data.source) = text_tokens(run, run_dir, args);
+  sample_windows(data, tokens, run.model->config(), args);
+  return data;
+}
 
 void check_inspect_args(const InspectArgs& args) { (void)chosen_views(args); }
 
@@ -168,12 +185,7 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
         "no --prompt: the attention maps, logit lens and attribution read the first " +
         std::to_string(prompt.numel()) + " tokens of " + data.source);
   }
-  if (v.heads || v.ablate) {
-    auto rng = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(args.seed));
-    data.windows =
-        random_windows(tokens, mc.block_size, args.windows, rng, data.source, &data.window_starts);
-    data.probe = repeated_random_tokens(args.probes, probe_half_length(mc), mc.vocab_size, rng);
-  }
+  if (v.heads || v.ablate) sample_windows(data, tokens, mc, args);
   if (v.attention && v.lens) {
     std::tie(out.attention, out.lens) = inspect_attention_and_lens(run, prompt);
   } else if (v.attention) {

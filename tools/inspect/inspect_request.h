@@ -37,6 +37,11 @@ void add_inspect_options(CLI::App* cmd, InspectArgs& args);
 // together; run_inspection checks this first too.
 void check_inspect_args(const InspectArgs& args);
 
+// The windows and probe that head scores and ablation read, as run_inspection draws them
+// (--text or the val split, --windows, --probes, --seed).
+InspectData inspect_data(const LoadedRun& run, const std::filesystem::path& run_dir,
+                         const InspectArgs& args);
+
 // Checks the combination of flags (a UsageError says what is missing or stray) and computes
 // every view asked for on `run`, with the heads of --ablate-heads ablated throughout.
 // `run_dir` is the run's directory (its state.json, metrics.jsonl and snapshots). The model

@@ -172,8 +172,10 @@ function heads() {
 function ablation() {
   if (!data.ablation) { $("ablation-section").hidden = true; return; }
   const a = data.ablation;
-  $("ablation-lead").textContent = "Change in loss when one head's output (hook_z) is zeroed or replaced by its mean, on " + a.windows + " windows from " + a.source + " (loss " + fmt(a.loss, 4) + ") and on the probe's repeat (loss " + fmt(a.probe_loss, 4) + "). Sorted by the zero-ablation change.";
-  const rows = a.heads.map((r) => [{text: head(r.layer, r.head), value: r.layer * 1000 + r.head}, num(r.zero, 4), num(r.mean, 4), num(r.probe_zero, 4), num(r.probe_mean, 4)]);
+  $("ablation-lead").textContent = "Change in loss when one head's output (hook_z) is zeroed or replaced by its mean, on " + a.windows + " windows from " + a.source + " (loss " + fmt(a.loss, 4) + ") and on the probe's repeat (loss " + fmt(a.probe_loss, 4) + "). The " + a.exact_heads + " heads attribution ranks first were ablated exactly; \u201c~\u201d marks the others' attribution estimates (Spearman of estimate against exact, zero-ablation: " + fmt(a.agreement.zero.spearman) + ").";
+  // Heads not run exactly show attribution's first-order estimate, marked "~".
+  const cell = (r, k) => r.exact ? num(r[k], 4) : {text: "~" + fmt(r.estimate[k], 4), value: r.estimate[k]};
+  const rows = a.heads.map((r) => [{text: head(r.layer, r.head), value: r.layer * 1000 + r.head}, cell(r, "zero"), cell(r, "mean"), cell(r, "probe_zero"), cell(r, "probe_mean")]);
   sortableTable($("ablation"), ["head", "\u0394 loss, zeroed", "\u0394 loss, mean", "\u0394 probe loss, zeroed", "\u0394 probe loss, mean"], rows);
 }
 

@@ -8,12 +8,13 @@
 namespace tinylm {
 
 int64_t logit_chunk_positions(int64_t vocab_size) {
-  return std::max<int64_t>(1, kWindowLossLogitsBytes /
-                                  (vocab_size * static_cast<int64_t>(sizeof(float))));
+  return std::max<int64_t>(
+      1, kWindowLossLogitsBytes / (vocab_size * static_cast<int64_t>(sizeof(float))));
 }
 
 int64_t windows_per_pass(const ModelConfig& config, int64_t T, int64_t batch) {
-  const int64_t widest = config.mlp == MlpKind::kSwiglu ? 2 * config.swiglu_hidden() : 4 * config.n_embd;
+  const int64_t widest =
+      config.mlp == MlpKind::kSwiglu ? 2 * config.swiglu_hidden() : 4 * config.n_embd;
   const int64_t bytes = T * widest * static_cast<int64_t>(sizeof(float));
   return std::max<int64_t>(1, std::min(batch, kWindowLossActivationBytes / bytes));
 }
@@ -29,8 +30,7 @@ torch::Tensor next_token_losses(const GPT& model, const torch::Tensor& normalize
     const int64_t end = std::min(x.size(0), start + chunk);
     const torch::Tensor logits = model->unembed(x.slice(0, start, end));  // (chunk, V)
     losses.slice(0, start, end)
-        .copy_(torch::cross_entropy_loss(logits, y.slice(0, start, end), {},
-                                         at::Reduction::None));
+        .copy_(torch::cross_entropy_loss(logits, y.slice(0, start, end), {}, at::Reduction::None));
   }
   return losses.view(targets.sizes());
 }

@@ -116,7 +116,7 @@ struct BenchArgs {
   std::string inspect;                                   // --inspect RUN: only inspection
   int64_t windows = 8, probes = 2;                       // of --inspect
   std::string exact = "8";
-  int clients = 8, requests = 200;                       // of --serve
+  int clients = 8, requests = 200;  // of --serve
 };
 
 struct MatmulRate {
@@ -476,7 +476,8 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--exact", args->exact,
                   "Heads --inspect's ablation runs exactly (a number, or all)")
       ->check([](const std::string& s) {
-        const bool digits = !s.empty() && s.size() < 7 && s.find_first_not_of("0123456789") == std::string::npos;
+        const bool digits =
+            !s.empty() && s.size() < 7 && s.find_first_not_of("0123456789") == std::string::npos;
         return digits || s == "all" ? std::string() : "a number of heads, or all";
       });
   return with_overrides(cmd, args->overrides, "--train.dtype=bfloat16",

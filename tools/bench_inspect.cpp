@@ -8,8 +8,8 @@
 #include <functional>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "tools/cli.h"
 #include "tools/inspect/inspect_request.h"
@@ -39,11 +39,13 @@ double peak_resident_mb() {
 // A prompt of the text's first tokens and the same with one token changed where the
 // model's answer after the last token changes (patching needs two answers).
 std::pair<torch::Tensor, torch::Tensor> patching_pair(LoadedRun& run, const InspectData& data) {
-  const torch::Tensor clean = data.windows[0].slice(0, 0, std::min<int64_t>(64, data.windows.size(1) - 1));
+  const torch::Tensor clean =
+      data.windows[0].slice(0, 0, std::min<int64_t>(64, data.windows.size(1) - 1));
   const int64_t T = clean.size(0);
   torch::NoGradGuard no_grad;
   const auto answer = [&](const torch::Tensor& t) {
-    return run.model->unembed(run.model->forward_from(0, run.model->embed(t.unsqueeze(0)))[0][T - 1])
+    return run.model
+        ->unembed(run.model->forward_from(0, run.model->embed(t.unsqueeze(0)))[0][T - 1])
         .argmax()
         .item<int64_t>();
   };
@@ -51,7 +53,8 @@ std::pair<torch::Tensor, torch::Tensor> patching_pair(LoadedRun& run, const Insp
   for (int64_t position = T - 1; position >= T / 2; --position) {
     for (int64_t shift = 1; shift < 50; shift += 7) {
       torch::Tensor corrupt = clean.clone();
-      corrupt[position] = (clean[position].item<int64_t>() + shift) % run.model->config().vocab_size;
+      corrupt[position] =
+          (clean[position].item<int64_t>() + shift) % run.model->config().vocab_size;
       if (answer(corrupt) != clean_answer) return {clean, corrupt};
     }
   }
@@ -70,10 +73,11 @@ void bench_inspect(const BenchInspectArgs& args) {
   inspect.probes = args.probes;
   const InspectData data = inspect_data(run, args.run, inspect);
   const int64_t exact = args.exact == "all" ? -1 : std::stoll(args.exact);
-  spdlog::info("inspection of {} ({} layers x {} heads, n_embd {}, block {}, vocab {}) on {} "
-               "windows and {} probes, medians of {}",
-               args.run, mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size,
-               args.windows, args.probes, args.repeats);
+  spdlog::info(
+      "inspection of {} ({} layers x {} heads, n_embd {}, block {}, vocab {}) on {} "
+      "windows and {} probes, medians of {}",
+      args.run, mc.n_layer, mc.n_head, mc.n_embd, mc.block_size, mc.vocab_size, args.windows,
+      args.probes, args.repeats);
 
   nlohmann::json doc;
   std::vector<std::pair<std::string, double>> rows;  // name, seconds

@@ -106,12 +106,12 @@ std::vector<std::pair<double, double>> exact_ablations(GPT& model, const torch::
     std::map<int64_t, torch::Tensor> prefix;  // layer -> its resid_pre (b, T, C)
     std::vector<HookHandle> reads;
     for (const auto& [layer, _] : by_layer) {
-      reads.push_back(model->add_hook(hook_name(layer, "hook_resid_pre"),
-                                      [&prefix, layer = layer](const torch::Tensor& r,
-                                                               const std::string&) {
-                                        prefix[layer] = r;
-                                        return r;
-                                      }));
+      reads.push_back(
+          model->add_hook(hook_name(layer, "hook_resid_pre"),
+                          [&prefix, layer = layer](const torch::Tensor& r, const std::string&) {
+                            prefix[layer] = r;
+                            return r;
+                          }));
     }
     clean_nats += counted_nats(model->forward_from(0, model->embed(x)), y).sum().item<double>();
     reads.clear();
@@ -189,8 +189,8 @@ AblationTable ablation_table(GPT& model, const torch::Tensor& windows, const tor
   }
   // The heads to run: those whose largest estimated change is largest.
   const auto reach = [](const AblationEstimate& e) {
-    return std::max({std::abs(e.zero), std::abs(e.mean), std::abs(e.probe_zero),
-                     std::abs(e.probe_mean)});
+    return std::max(
+        {std::abs(e.zero), std::abs(e.mean), std::abs(e.probe_zero), std::abs(e.probe_mean)});
   };
   std::stable_sort(table.heads.begin(), table.heads.end(),
                    [&](const HeadAblation& a, const HeadAblation& b) {

@@ -82,8 +82,9 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   r.clean_answer = clean_run.logits[0][P].argmax().item<int64_t>();
   // The corrupted run, once, with gradients: its answer, its residual stream (the exact
   // runs' prefixes) and the attribution's gradients of LD at P.
-  const StreamGradients corrupted =
-      stream_gradients(model, corrupt_in, [&](const torch::Tensor& normalized) {
+  const StreamGradients corrupted = stream_gradients(
+      model, corrupt_in,
+      [&](const torch::Tensor& normalized) {
         const torch::Tensor logits = model->unembed(normalized.select(1, P));  // (1, V)
         r.corrupt_answer = logits[0].argmax().item<int64_t>();
         if (r.clean_answer == r.corrupt_answer) {
@@ -94,7 +95,8 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
               "prediction changes");
         }
         return (logits[0][r.clean_answer] - logits[0][r.corrupt_answer]).to(torch::kFloat64);
-      }, /*head_outputs=*/true);
+      },
+      /*head_outputs=*/true);
   r.clean_diff = logit_diff(clean_run.logits, P, r.clean_answer, r.corrupt_answer).item<double>();
   r.corrupt_diff = corrupted.objective;
   const double span = r.clean_diff - r.corrupt_diff;
@@ -112,8 +114,7 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   // Attribution: (clean - corrupt) . gradient, per position, over span.
   const auto per_position = [&](const torch::Tensor& clean_value, const torch::Tensor& value,
                                 const torch::Tensor& grad) {  // (1, T, C) -> (T,)
-    return ((clean_value - value).to(torch::kFloat64) * grad.to(torch::kFloat64)).sum(-1)[0] /
-           span;
+    return ((clean_value - value).to(torch::kFloat64) * grad.to(torch::kFloat64)).sum(-1)[0] / span;
   };
   r.resid_pre_estimate = torch::zeros({L, T}, f64);
   r.attn_out_estimate = torch::zeros({L}, f64);
@@ -121,8 +122,9 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   r.head_positions_estimate = torch::zeros({L, nh, T}, f64);
   for (int64_t l = 0; l < L; ++l) {
     const auto i = static_cast<size_t>(l);
-    r.resid_pre_estimate[l] = per_position(clean_run.cache.at(hook_name(l, "hook_resid_pre")),
-                                           corrupted.resid_pre.value[i], corrupted.resid_pre.grad[i]);
+    r.resid_pre_estimate[l] =
+        per_position(clean_run.cache.at(hook_name(l, "hook_resid_pre")),
+                     corrupted.resid_pre.value[i], corrupted.resid_pre.grad[i]);
     r.attn_out_estimate[l] = per_position(clean_run.cache.at(hook_name(l, "hook_attn_out")),
                                           corrupted.attn_out.value[i], corrupted.attn_out.grad[i])
                                  .sum();
@@ -131,7 +133,8 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
                                            corrupted.mlp_out.value[i], corrupted.mlp_out.grad[i])
                                   .sum();
     }
-    const torch::Tensor g = head_output_gradient(model, l, corrupted.attn_out.grad[i]);  // (1, nh, T, hs)
+    const torch::Tensor g =
+        head_output_gradient(model, l, corrupted.attn_out.grad[i]);  // (1, nh, T, hs)
     const torch::Tensor dz = clean_run.cache.at(hook_name(l, "attn.hook_z")) - corrupted.z[i];
     r.head_positions_estimate[l] =
         (g.to(torch::kFloat64) * dz.to(torch::kFloat64)).sum(-1)[0] / span;  // (nh, T)
@@ -154,7 +157,8 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   }
   if (!exact) return r;
   for (const auto& [layer, sites] : sites_at) {
-    const torch::Tensor prefix = corrupted.resid_pre.value[static_cast<size_t>(layer)];  // (1, T, C)
+    const torch::Tensor prefix =
+        corrupted.resid_pre.value[static_cast<size_t>(layer)];  // (1, T, C)
     for (size_t start = 0; start < sites.size(); start += static_cast<size_t>(batch_size)) {
       const size_t end = std::min(sites.size(), start + static_cast<size_t>(batch_size));
       std::map<std::string, std::vector<std::pair<int64_t, const Site*>>> by_hook;

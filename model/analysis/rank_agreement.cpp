@@ -40,8 +40,9 @@ double pearson(const std::vector<double>& a, const std::vector<double>& b) {
 std::vector<int64_t> top(const std::vector<double>& v, const std::vector<int64_t>& items,
                          int64_t k) {
   std::vector<int64_t> order = items;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return v[static_cast<size_t>(a)] > v[static_cast<size_t>(b)];
+  });
   order.resize(static_cast<size_t>(std::min<int64_t>(k, static_cast<int64_t>(order.size()))));
   return order;
 }
@@ -63,9 +64,11 @@ RankAgreement rank_agreement(const std::vector<double>& exact, const std::vector
   RankAgreement r;
   r.spearman = a.size() >= 2 ? pearson(ranks(a), ranks(b)) : std::nan("");
   r.k = std::min<int64_t>(k, static_cast<int64_t>(items.size()));
-  const std::vector<int64_t> by_exact = top(exact, items, r.k), by_estimate = top(estimate, items, r.k);
+  const std::vector<int64_t> by_exact = top(exact, items, r.k),
+                             by_estimate = top(estimate, items, r.k);
   for (const int64_t i : by_exact) {
-    if (std::find(by_estimate.begin(), by_estimate.end(), i) != by_estimate.end()) r.both.push_back(i);
+    if (std::find(by_estimate.begin(), by_estimate.end(), i) != by_estimate.end())
+      r.both.push_back(i);
   }
   return r;
 }

@@ -40,8 +40,9 @@ StreamGradients stream_gradients(GPT& model, const torch::Tensor& tokens,
                             /*allow_unused=*/true);
   const size_t per_layer = mlp ? 3 : 2;
   for (size_t i = 0; i < grads.size(); ++i) {
-    StreamGradients::Site& site =
-        i % per_layer == 0 ? out.resid_pre : i % per_layer == 1 ? out.attn_out : out.mlp_out;
+    StreamGradients::Site& site = i % per_layer == 0   ? out.resid_pre
+                                  : i % per_layer == 1 ? out.attn_out
+                                                       : out.mlp_out;
     site.value.push_back(seen[i].detach());
     site.grad.push_back(grads[i].defined() ? grads[i] : torch::zeros_like(seen[i]));
   }
@@ -55,7 +56,8 @@ StreamGradients stream_gradients(GPT& model, const torch::Tensor& tokens,
 torch::Tensor head_output_gradient(GPT& model, int64_t layer, const torch::Tensor& attn_out_grad) {
   const ModelConfig& c = model->config();
   const int64_t nh = c.n_head, hs = c.n_embd / c.n_head;
-  const torch::Tensor& w_o = model->transformer->h[static_cast<size_t>(layer)]->attn->c_proj->weight;
+  const torch::Tensor& w_o =
+      model->transformer->h[static_cast<size_t>(layer)]->attn->c_proj->weight;
   const torch::Tensor g = torch::matmul(attn_out_grad, w_o.to(attn_out_grad.dtype()));  // (B, T, C)
   return g.view({g.size(0), g.size(1), nh, hs}).permute({0, 2, 1, 3});  // (B, nh, T, hs)
 }

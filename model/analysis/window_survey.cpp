@@ -25,7 +25,8 @@ torch::Tensor WindowSurvey::z_mean() const {
 int64_t survey_rows(const ModelConfig& c, int64_t T, bool gradients) {
   const int64_t f32 = sizeof(float);
   const int64_t pattern = c.n_head * T * T * f32;  // one layer's (nh, T, T)
-  const int64_t stream = T * (c.mlp == MlpKind::kSwiglu ? 2 * c.swiglu_hidden() : 4 * c.n_embd) * f32;
+  const int64_t stream =
+      T * (c.mlp == MlpKind::kSwiglu ? 2 * c.swiglu_hidden() : 4 * c.n_embd) * f32;
   // Without gradients one layer's pattern lives at a time (and the scores' float64 copies).
   int64_t per_window = 6 * pattern + 4 * stream;
   // With them, what the backward keeps: the fused attention's pattern and the activations.

@@ -26,12 +26,12 @@ struct SurveyOptions {
 };
 
 struct WindowSurvey {
-  HeadScores scores;            // when asked
+  HeadScores scores;             // when asked
   int64_t rows = 0, length = 0;  // N windows of T inputs
-  torch::Tensor position_nats;  // (T,) float64, summed over windows; with targets
-  torch::Tensor z_sum;          // (L, nh, hs) float64, over N x T positions
-  torch::Tensor grad_sum;       // (L, nh, hs) float64: sum of d mean loss / d z
-  torch::Tensor grad_dot_z;     // (L, nh) float64: sum of (d mean loss / d z) . z
+  torch::Tensor position_nats;   // (T,) float64, summed over windows; with targets
+  torch::Tensor z_sum;           // (L, nh, hs) float64, over N x T positions
+  torch::Tensor grad_sum;        // (L, nh, hs) float64: sum of d mean loss / d z
+  torch::Tensor grad_dot_z;      // (L, nh) float64: sum of (d mean loss / d z) . z
 
   // The mean loss of the predictions in [span.from, span.to).
   double mean_loss(PredictionSpan span = {}) const;

@@ -57,7 +57,8 @@ TEST(Attribution, CachedBatchedAblationEqualsAWholeForwardPassPerHead) {
       ASSERT_TRUE(row.exact);
       for (const bool zero : {true, false}) {
         const HookHandle ablated =
-            zero ? ablate_head(model, row.head) : ablate_head(model, row.head, means[row.head.layer][row.head.head]);
+            zero ? ablate_head(model, row.head)
+                 : ablate_head(model, row.head, means[row.head.layer][row.head.head]);
         EXPECT_NEAR(zero ? row.zero : row.mean, window_loss(model, windows).mean() - loss, 1e-5)
             << row.head.label();
         EXPECT_NEAR(zero ? row.probe_zero : row.probe_mean,
@@ -76,8 +77,8 @@ TEST(Attribution, AblationRunsExactlyTheTopKHeadsByTheirLargestEstimate) {
   const AblationTable all = ablation_table(model, windows, probe, -1);
   const AblationTable three = ablation_table(model, windows, probe, 3);
   const auto reach = [](const AblationEstimate& e) {
-    return std::max({std::abs(e.zero), std::abs(e.mean), std::abs(e.probe_zero),
-                     std::abs(e.probe_mean)});
+    return std::max(
+        {std::abs(e.zero), std::abs(e.mean), std::abs(e.probe_zero), std::abs(e.probe_mean)});
   };
   std::vector<double> reaches;
   for (const HeadAblation& r : all.heads) reaches.push_back(reach(r.estimate));
@@ -101,13 +102,14 @@ TEST(Attribution, AblationRunsExactlyTheTopKHeadsByTheirLargestEstimate) {
 }
 
 // The loss of `inputs` with head (l, h)'s z scaled by 1 + eps.
-double scaled_head_loss(GPT& model, const torch::Tensor& windows, int64_t l, int64_t h, double eps) {
-  const HookHandle scale =
-      model->add_hook(hook_name(l, "attn.hook_z"), [h, eps](const torch::Tensor& z, const std::string&) {
-        torch::Tensor out = z.clone();
-        out.select(1, h).mul_(1.0 + eps);
-        return out;
-      });
+double scaled_head_loss(GPT& model, const torch::Tensor& windows, int64_t l, int64_t h,
+                        double eps) {
+  const HookHandle scale = model->add_hook(hook_name(l, "attn.hook_z"),
+                                           [h, eps](const torch::Tensor& z, const std::string&) {
+                                             torch::Tensor out = z.clone();
+                                             out.select(1, h).mul_(1.0 + eps);
+                                             return out;
+                                           });
   return window_loss(model, windows).mean();
 }
 
@@ -161,7 +163,8 @@ TEST(Attribution, PatchingsEstimatesAreTheSlopeOfTheLogitDifference) {
   ASSERT_TRUE(r.heads.defined());
   const double span = r.clean_diff - r.corrupt_diff;
   torch::NoGradGuard no_grad;
-  const CachedRun clean_run = run_with_cache(model, clean.unsqueeze(0), names_ending_with("hook_z"));
+  const CachedRun clean_run =
+      run_with_cache(model, clean.unsqueeze(0), names_ending_with("hook_z"));
   const CachedRun corrupt_run =
       run_with_cache(model, corrupt.unsqueeze(0), names_ending_with("hook_z"));
   const auto ld = [&](int64_t l, int64_t h, int64_t p, double alpha) {
@@ -197,8 +200,8 @@ TEST(Attribution, RankAgreementWorkedExample) {
   EXPECT_EQ(a.k, 2);
   EXPECT_EQ(a.both, (std::vector<int64_t>{0, 2}));
   // Ties share their mean rank; NaN items are left out; a constant side has no correlation.
-  EXPECT_NEAR(rank_agreement({1, 2, 3, std::nan("")}, {1, 1, 2, 5}, 1).spearman,
-              std::sqrt(0.75), 1e-12);
+  EXPECT_NEAR(rank_agreement({1, 2, 3, std::nan("")}, {1, 1, 2, 5}, 1).spearman, std::sqrt(0.75),
+              1e-12);
   EXPECT_TRUE(std::isnan(rank_agreement({1, 2, 3}, {4, 4, 4}, 1).spearman));
   EXPECT_EQ(rank_agreement({3, 2, 1}, {1, 2, 3}, 1).both, std::vector<int64_t>{});
 }

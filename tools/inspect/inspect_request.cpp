@@ -46,20 +46,20 @@ Views chosen_views(const InspectArgs& args) {
   const bool everything = args.all || !args.html.empty();
   const bool texts = !args.clean.empty() || !args.corrupt.empty();
   Views v{everything,
-                everything || args.heads,
-                everything || args.ablate,
-                everything || args.priors,
-                everything || args.logit_lens,
-                everything || !args.prompt.empty(),
-                args.patch || (everything && texts),
-                everything || args.composition,
-                everything || args.attribution,
-                everything || args.circuits,
-                everything || args.geometry,
-                everything || args.positions,
-                everything || args.drift,
-                !args.analogy.empty(),
-                everything || args.training};
+          everything || args.heads,
+          everything || args.ablate,
+          everything || args.priors,
+          everything || args.logit_lens,
+          everything || !args.prompt.empty(),
+          args.patch || (everything && texts),
+          everything || args.composition,
+          everything || args.attribution,
+          everything || args.circuits,
+          everything || args.geometry,
+          everything || args.positions,
+          everything || args.drift,
+          !args.analogy.empty(),
+          everything || args.training};
   if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch && !v.composition &&
       !v.attribution && !v.circuits && !v.geometry && !v.positions && !v.drift && !v.analogy &&
       !v.training) {
@@ -80,7 +80,8 @@ Views chosen_views(const InspectArgs& args) {
   } else {
     const bool digits = !args.exact.empty() && args.exact.size() < 7 &&
                         args.exact.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) throw UsageError("--exact is a number of heads or all, got \"" + args.exact + "\"");
+    if (!digits)
+      throw UsageError("--exact is a number of heads or all, got \"" + args.exact + "\"");
     v.exact = std::stoll(args.exact);
   }
   if (args.ablation != "zero" && args.ablation != "mean")
@@ -193,11 +194,12 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
   }
   if (v.heads || v.ablate) {
     if (v.ablate) {
-      spdlog::info("ablation: {} heads estimated by attribution, {} of them ablated two ways, on "
-                   "{} windows...",
-                   mc.n_layer * mc.n_head,
-                   v.exact < 0 ? mc.n_layer * mc.n_head : std::min(v.exact, mc.n_layer * mc.n_head),
-                   args.windows);
+      spdlog::info(
+          "ablation: {} heads estimated by attribution, {} of them ablated two ways, on "
+          "{} windows...",
+          mc.n_layer * mc.n_head,
+          v.exact < 0 ? mc.n_layer * mc.n_head : std::min(v.exact, mc.n_layer * mc.n_head),
+          args.windows);
     }
     std::tie(out.heads, out.ablation) = inspect_windows(run, data, v.heads, v.ablate, v.exact);
   }

@@ -20,8 +20,8 @@ struct InspectArgs {
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
        patch = false, composition = false, attribution = false, circuits = false, geometry = false,
        positions = false, drift = false, training = false;
-  std::string ablate_heads;       // L.H[,L.H...]: ablated in every view computed
-  std::string ablation = "zero";  // how: zero, or mean (over the windows)
+  std::string ablate_heads;                         // L.H[,L.H...]: ablated in every view computed
+  std::string ablation = "zero";                    // how: zero, or mean (over the windows)
   std::string exact = std::to_string(kExactHeads);  // heads --ablate runs exactly, or "all"
   int64_t windows = 32, probes = 8, seed = kDefaultSeed, position = -1, context = 0;
   int threads = 0;

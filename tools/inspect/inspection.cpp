@@ -172,13 +172,16 @@ std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows
       survey_windows(run.model, data.probe, probe_targets(data.probe), on_probe);
   std::pair<std::optional<HeadsView>, std::optional<AblationView>> out;
   if (heads) {
-    out.first = HeadsView{data.source, windows.scores, {probe.scores, probe_losses(probe)},
-                          data.probe.size(0), data.probe.size(1)};
+    out.first = HeadsView{data.source,
+                          windows.scores,
+                          {probe.scores, probe_losses(probe)},
+                          data.probe.size(0),
+                          data.probe.size(1)};
   }
   if (ablate) {
-    out.second = AblationView{
-        data.source, data.windows.size(0), data.window_starts, data.probe,
-        ablation_table(run.model, data.windows, data.probe, exact, &windows, &probe)};
+    out.second =
+        AblationView{data.source, data.windows.size(0), data.window_starts, data.probe,
+                     ablation_table(run.model, data.windows, data.probe, exact, &windows, &probe)};
   }
   return out;
 }

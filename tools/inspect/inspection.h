@@ -35,8 +35,8 @@ namespace tinylm {
 struct InspectData {
   torch::Tensor windows;  // (N, T + 1) from the data
   std::vector<int64_t> window_starts;
-  std::string source;     // where they came from, for the reader
-  torch::Tensor probe;    // (n, 2R), repeated random tokens
+  std::string source;   // where they came from, for the reader
+  torch::Tensor probe;  // (n, 2R), repeated random tokens
 };
 
 struct AttentionView {

@@ -178,34 +178,34 @@ json lens_json(const LensView& v, const Tokenizer& tokenizer) {
 // NaN (a block without an MLP) as null.
 json patching_json(const PatchingView& v, const Tokenizer& tokenizer) {
   const PatchingResult& r = v.result;
-  return {{"position", r.position},
-          {"clean_tokens", token_labels(tokenizer, v.clean)},
-          {"corrupt_tokens", token_labels(tokenizer, v.corrupt)},
-          {"clean_answer", tokenizer.token_label(r.clean_answer)},
-          {"corrupt_answer", tokenizer.token_label(r.corrupt_answer)},
-          {"clean_logit_diff", rounded(r.clean_diff, 6)},
-          {"corrupt_logit_diff", rounded(r.corrupt_diff, 6)},
-          {"heads", head_table(r.heads)},
-          {"resid_pre", tensor_to_json(r.resid_pre, 6)},
-          {"attn_out", tensor_to_json(r.attn_out, 6)},
-          {"mlp_out", tensor_to_json(r.mlp_out, 6)},
-          {"strongest_head", strongest(r.heads)},
-          {"estimate",
-           {{"heads", head_table(r.heads_estimate)},
-            {"head_positions", tensor_to_json(r.head_positions_estimate, 6)},
-            {"resid_pre", tensor_to_json(r.resid_pre_estimate, 6)},
-            {"attn_out", tensor_to_json(r.attn_out_estimate, 6)},
-            {"mlp_out", tensor_to_json(r.mlp_out_estimate, 6)},
-            {"strongest_head", strongest(r.heads_estimate)}}},
-          {"agreement",
-           {{"heads", agreement_json(r.heads_agreement,
-                                     [nh = r.heads.size(1)](int64_t i) {
-                                       return json{{"layer", i / nh}, {"head", i % nh}};
-                                     })},
-            {"resid_pre", agreement_json(r.resid_pre_agreement, [T = r.resid_pre.size(1)](
-                                                                    int64_t i) {
-               return json{{"layer", i / T}, {"position", i % T}};
-             })}}}};
+  return {
+      {"position", r.position},
+      {"clean_tokens", token_labels(tokenizer, v.clean)},
+      {"corrupt_tokens", token_labels(tokenizer, v.corrupt)},
+      {"clean_answer", tokenizer.token_label(r.clean_answer)},
+      {"corrupt_answer", tokenizer.token_label(r.corrupt_answer)},
+      {"clean_logit_diff", rounded(r.clean_diff, 6)},
+      {"corrupt_logit_diff", rounded(r.corrupt_diff, 6)},
+      {"heads", head_table(r.heads)},
+      {"resid_pre", tensor_to_json(r.resid_pre, 6)},
+      {"attn_out", tensor_to_json(r.attn_out, 6)},
+      {"mlp_out", tensor_to_json(r.mlp_out, 6)},
+      {"strongest_head", strongest(r.heads)},
+      {"estimate",
+       {{"heads", head_table(r.heads_estimate)},
+        {"head_positions", tensor_to_json(r.head_positions_estimate, 6)},
+        {"resid_pre", tensor_to_json(r.resid_pre_estimate, 6)},
+        {"attn_out", tensor_to_json(r.attn_out_estimate, 6)},
+        {"mlp_out", tensor_to_json(r.mlp_out_estimate, 6)},
+        {"strongest_head", strongest(r.heads_estimate)}}},
+      {"agreement",
+       {{"heads", agreement_json(r.heads_agreement,
+                                 [nh = r.heads.size(1)](int64_t i) {
+                                   return json{{"layer", i / nh}, {"head", i % nh}};
+                                 })},
+        {"resid_pre", agreement_json(r.resid_pre_agreement, [T = r.resid_pre.size(1)](int64_t i) {
+           return json{{"layer", i / T}, {"position", i % T}};
+         })}}}};
 }
 
 // {from: {layer, head}, to: {layer, head}, score} of the highest entry of (L, nh, L, nh).

@@ -86,9 +86,10 @@ void print_ablation(const AblationView& a) {
                 r.exact ? "" : "  ~");
   }
   if (!a.table.agreement.empty() && a.table.agreement[0].k > 0) {
-    std::printf("attribution against exact on the exact heads: Spearman %.3f (zero), %.3f (probe "
-                "zero)\n",
-                a.table.agreement[0].spearman, a.table.agreement[2].spearman);
+    std::printf(
+        "attribution against exact on the exact heads: Spearman %.3f (zero), %.3f (probe "
+        "zero)\n",
+        a.table.agreement[0].spearman, a.table.agreement[2].spearman);
   }
   std::printf("\n");
 }

@@ -100,7 +100,14 @@ torch::Tensor GPTImpl::forward_impl(const torch::Tensor& idx, KVCache* cache) {
   return unembed(x);
 }
 
-torch::Tensor GPTImpl::embed(const torch::Tensor& idx) { return embed_at(idx, 0); }
+torch::Tensor GPTImpl::embed(const torch::Tensor& idx) {
+  if (idx.size(1) > config_.block_size && !config_.positions().extrapolates) {
+    throw std::invalid_argument(
+        "sequence of length " + std::to_string(idx.size(1)) + " is longer than model.block_size " +
+        std::to_string(config_.block_size) + ", and learned positions have no row past it");
+  }
+  return embed_at(idx, 0);
+}
 
 torch::Tensor GPTImpl::embed_at(const torch::Tensor& idx, int64_t first) {
   torch::Tensor x = transformer->wte(idx);  // (B, T, C)

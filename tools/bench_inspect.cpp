@@ -89,7 +89,9 @@ void bench_inspect(const BenchInspectArgs& args) {
   time("head scores", [&] { inspect_windows(run, data, true, false, 0); });
   time("ablation", [&] { inspect_windows(run, data, false, true, exact); });
   time("head scores + ablation", [&] { inspect_windows(run, data, true, true, exact); });
-  const auto [clean, corrupt] = patching_pair(run, data);
+  const std::pair<torch::Tensor, torch::Tensor> prompts = patching_pair(run, data);
+  const torch::Tensor& clean = prompts.first;  // named, not bound: C++17 lambdas capture these
+  const torch::Tensor& corrupt = prompts.second;
   std::vector<std::pair<std::string, double>> patching;
   const auto time_patching = [&](const std::string& name, const std::function<void()>& f) {
     spdlog::info("timing {}...", name);

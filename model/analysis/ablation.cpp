@@ -115,7 +115,8 @@ std::vector<std::pair<double, double>> exact_ablations(GPT& model, const torch::
     }
     clean_nats += counted_nats(model->forward_from(0, model->embed(x)), y).sum().item<double>();
     reads.clear();
-    for (const auto& [layer, members] : by_layer) {
+    for (const auto& [layer, layer_heads] : by_layer) {
+      const std::vector<size_t>& members = layer_heads;  // C++17 lambdas cannot capture a binding
       // Variants 2i (head i zeroed) and 2i + 1 (its mean), b rows each, a pass at a time.
       const int64_t variants = 2 * static_cast<int64_t>(members.size());
       const int64_t per_pass = std::max<int64_t>(1, rows / b);

@@ -4,12 +4,16 @@
 
 namespace tinylm {
 
-HookHandle cancellable(GPT& model, Cancel cancel) {
-  return model->add_hook("hook_embed",
-                         [cancel = std::move(cancel)](const torch::Tensor& x, const std::string&) {
-                           if (cancel->load()) throw Cancelled();
-                           return x;
-                         });
+std::vector<HookHandle> cancellable(GPT& model, const Cancel& cancel) {
+  std::vector<HookHandle> handles;
+  for (int64_t l = 0; l < model->config().n_layer; ++l) {
+    handles.push_back(model->add_hook(hook_name(l, "hook_resid_pre"),
+                                      [cancel](const torch::Tensor& x, const std::string&) {
+                                        if (cancel->load()) throw Cancelled();
+                                        return x;
+                                      }));
+  }
+  return handles;
 }
 
 JobPool::JobPool(int workers, size_t max_waiting) : max_waiting_(max_waiting) {

@@ -29,9 +29,10 @@ struct Cancelled : std::runtime_error {
   Cancelled() : std::runtime_error("cancelled: the client went away") {}
 };
 
-// While the handle lives, every forward pass of `model` on this thread throws Cancelled
-// once `cancel` is set (checked where the pass begins, at hook_embed).
-[[nodiscard]] HookHandle cancellable(GPT& model, Cancel cancel);
+// While the handles live, every forward pass of `model` on this thread throws Cancelled
+// once `cancel` is set, checked as each block begins (hook_resid_pre): passes that start at
+// a layer from a cached stream (ablation, patching) stop too, within a block's time.
+[[nodiscard]] std::vector<HookHandle> cancellable(GPT& model, const Cancel& cancel);
 
 struct QueueFull : std::runtime_error {
   using std::runtime_error::runtime_error;

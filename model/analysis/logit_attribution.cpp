@@ -8,17 +8,42 @@
 
 namespace tinylm {
 
-LogitAttribution logit_attribution(GPT& model, const torch::Tensor& tokens) {
-  const ModelConfig& c = model->config();
+namespace {
+
+void check_tokens(const ModelConfig& c, const torch::Tensor& tokens) {
   if (tokens.dim() != 1 || tokens.size(0) < 2 || tokens.size(0) > c.block_size) {
     throw std::invalid_argument("logit attribution needs 2 to block_size (" +
                                 std::to_string(c.block_size) + ") tokens, got " +
                                 std::to_string(tokens.numel()));
   }
-  const int64_t L = c.n_layer, nh = c.n_head, hs = c.head_size(), T = tokens.size(0);
+}
+
+}  // namespace
+
+HookFilter logit_attribution_points() {
+  const HookFilter post = names_ending_with("hook_resid_post"),
+                   z = names_ending_with("attn.hook_z"), mlp = names_ending_with("hook_mlp_out");
+  return [=](const std::string& name) {
+    return name == "blocks.0.hook_resid_pre" || post(name) || z(name) || mlp(name);
+  };
+}
+
+LogitAttribution logit_attribution(GPT& model, const torch::Tensor& tokens) {
+  check_tokens(model->config(), tokens);
   const ScopedMode eval = eval_mode(*model);
+  return logit_attribution(
+      model,
+      run_with_cache(model, tokens.to(torch::kInt64).unsqueeze(0), logit_attribution_points()),
+      tokens);
+}
+
+LogitAttribution logit_attribution(GPT& model, const CachedRun& run, const torch::Tensor& tokens) {
+  const ModelConfig& c = model->config();
+  check_tokens(c, tokens);
+  if (run.logits.size(0) != 1 || run.logits.size(1) != tokens.size(0))
+    throw std::invalid_argument("logit attribution: the cached pass is not over these tokens");
+  const int64_t L = c.n_layer, nh = c.n_head, hs = c.head_size(), T = tokens.size(0);
   torch::NoGradGuard no_grad;
-  const CachedRun run = run_with_cache(model, tokens.to(torch::kInt64).unsqueeze(0));
   const auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64); };
 
   LogitAttribution a;

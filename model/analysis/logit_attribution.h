@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include "model/activation_cache.h"
 #include "model/gpt.h"
 
 namespace tinylm {
@@ -27,5 +28,10 @@ struct LogitAttribution {
 // tokens: (T,) int64, 2 <= T <= block_size. Parts are per position; sum over dimension 0
 // for the whole text.
 LogitAttribution logit_attribution(GPT& model, const torch::Tensor& tokens);
+
+// The same from a pass over `tokens` that kept the points logit_attribution_points()
+// selects, so that one forward pass serves attribution and the other views of a prompt.
+HookFilter logit_attribution_points();
+LogitAttribution logit_attribution(GPT& model, const CachedRun& run, const torch::Tensor& tokens);
 
 }  // namespace tinylm

@@ -162,7 +162,8 @@ InspectData inspect_data(const LoadedRun& run, const fs::path& run_dir, const In
 
 void check_inspect_args(const InspectArgs& args) { (void)chosen_views(args); }
 
-Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const InspectArgs& args) {
+Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const InspectArgs& args,
+                          PromptRuns* prompt_runs) {
   const Views v = chosen_views(args);
   const ModelConfig& mc = run.model->config();
   Inspection out;
@@ -187,11 +188,14 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
         std::to_string(prompt.numel()) + " tokens of " + data.source);
   }
   if (v.heads || v.ablate) sample_windows(data, tokens, mc, args);
-  if (v.attention && v.lens) {
-    std::tie(out.attention, out.lens) = inspect_attention_and_lens(run, prompt);
-  } else if (v.attention) {
-    out.attention = inspect_attention(run, prompt);
+  // One pass over the prompt for all of its views, kept across requests by the lab's.
+  std::shared_ptr<const CachedRun> pass;
+  if (reads_prompt) {
+    PromptRuns own;
+    pass = (prompt_runs && args.ablate_heads.empty() ? *prompt_runs : own).of(run.model, prompt);
   }
+  if (v.attention) out.attention = inspect_attention(run, prompt, *pass);
+  if (v.lens) out.lens = inspect_logit_lens(run, prompt, *pass);
   if (v.heads || v.ablate) {
     if (v.ablate) {
       spdlog::info(
@@ -204,7 +208,6 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
     std::tie(out.heads, out.ablation) = inspect_windows(run, data, v.heads, v.ablate, v.exact);
   }
   if (v.priors) out.priors = inspect_priors(out, run);
-  if (v.lens && !v.attention) out.lens = inspect_logit_lens(run, prompt);
   if (v.composition) out.composition = composition_scores(run.model);
   if (v.circuits) out.circuits = token_circuits(run.model);
   if (v.geometry) {
@@ -222,7 +225,7 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
   if (v.analogy) out.analogy = inspect_analogy(run, args.analogy);
   // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
   if (v.attribution && (args.attribution || prompt.numel() >= 2)) {
-    out.attribution = inspect_attribution(run, prompt);
+    out.attribution = inspect_attribution(run, prompt, *pass);
   } else if (v.attribution) {
     out.notes.push_back("the prompt is one token: no logit attribution (it needs a next token)");
   }

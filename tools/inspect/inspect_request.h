@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/inspect/inspection.h"
+#include "tools/inspect/prompt_runs.h"
 #include "train/run/checkpoint.h"
 #include "train/run/run_config.h"
 
@@ -45,8 +46,10 @@ InspectData inspect_data(const LoadedRun& run, const std::filesystem::path& run_
 // Checks the combination of flags (a UsageError says what is missing or stray) and computes
 // every view asked for on `run`, with the heads of --ablate-heads ablated throughout.
 // `run_dir` is the run's directory (its state.json, metrics.jsonl and snapshots). The model
-// is only read: hooks are this thread's, so requests may share it.
+// is only read: hooks are this thread's, so requests may share it. The prompt's forward
+// pass comes from `prompt_runs` when given (the lab's, per checkpoint), unless heads are
+// ablated; otherwise from one run here.
 Inspection run_inspection(LoadedRun& run, const std::filesystem::path& run_dir,
-                          const InspectArgs& args);
+                          const InspectArgs& args, PromptRuns* prompt_runs = nullptr);
 
 }  // namespace tinylm

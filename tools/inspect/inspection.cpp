@@ -130,32 +130,12 @@ torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::st
   return torch::tensor(ids, torch::kInt64);  // (T,)
 }
 
-namespace {
-
-// The patterns of a cache of the prompt `ids`.
-AttentionView attention_view(const LoadedRun& run, const torch::Tensor& ids,
-                             const ActivationCache& cache) {
+AttentionView inspect_attention(const LoadedRun& run, const torch::Tensor& ids,
+                                const CachedRun& pass) {
   std::vector<torch::Tensor> layers;
   for (int64_t l = 0; l < run.model->config().n_layer; ++l)
-    layers.push_back(cache.at(hook_name(l, "attn.hook_pattern"))[0]);
+    layers.push_back(pass.cache.at(hook_name(l, "attn.hook_pattern"))[0]);
   return {ids, torch::stack(layers)};
-}
-
-}  // namespace
-
-AttentionView inspect_attention(LoadedRun& run, const torch::Tensor& ids) {
-  const CachedRun cached =
-      run_with_cache(run.model, ids.unsqueeze(0), names_ending_with("attn.hook_pattern"));
-  return attention_view(run, ids, cached.cache);
-}
-
-std::pair<AttentionView, LensView> inspect_attention_and_lens(LoadedRun& run,
-                                                              const torch::Tensor& ids) {
-  const HookFilter pattern = names_ending_with("attn.hook_pattern"), lens = logit_lens_points();
-  const CachedRun cached = run_with_cache(
-      run.model, ids.unsqueeze(0), [&](const std::string& n) { return pattern(n) || lens(n); });
-  return {attention_view(run, ids, cached.cache),
-          {ids, logit_lens(run.model, cached.cache, ids.unsqueeze(0))}};
 }
 
 std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows(
@@ -196,14 +176,16 @@ Priors inspect_priors(Inspection& out, LoadedRun& run) {
   return priors;
 }
 
-LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k) {
-  return {ids, logit_lens(run.model, ids.unsqueeze(0), k)};
+LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, const CachedRun& pass,
+                            int64_t k) {
+  return {ids, logit_lens(run.model, pass.cache, ids.unsqueeze(0), k)};
 }
 
-AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids) {
+AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids,
+                                    const CachedRun& pass) {
   if (ids.numel() < 2)
     throw std::invalid_argument("logit attribution needs a prompt of at least 2 tokens");
-  return {ids, logit_attribution(run.model, ids)};
+  return {ids, logit_attribution(run.model, pass, ids)};
 }
 
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,

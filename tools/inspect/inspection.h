@@ -140,18 +140,19 @@ std::string visible_token(const std::string& piece);
 // The prompt's ids (T,) as the views read them: longer than block_size keeps the last
 // block_size tokens, with a note. The one place inspect encodes a prompt.
 torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::string& prompt);
-// `ids` (T,): a prompt, at most block_size tokens.
-AttentionView inspect_attention(LoadedRun& run, const torch::Tensor& ids);
+// The prompt views read `ids` (T,), at most block_size tokens, from `pass`: the one forward
+// pass over them that kept every hook point (tools/inspect/prompt_runs.h).
+AttentionView inspect_attention(const LoadedRun& run, const torch::Tensor& ids,
+                                const CachedRun& pass);
 // Head scores and ablation from one survey of the windows and one of the probe: either or
 // both. `exact` heads are ablated exactly (-1: all), the rest estimated.
 std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows(
     LoadedRun& run, const InspectData& data, bool heads, bool ablate, int64_t exact);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
-LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, int64_t k = 5);
-// Both of the prompt's, from one forward pass (what the lab asks for every prompt).
-std::pair<AttentionView, LensView> inspect_attention_and_lens(LoadedRun& run,
-                                                              const torch::Tensor& ids);
-AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids);
+LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, const CachedRun& pass,
+                            int64_t k = 5);
+AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids,
+                                    const CachedRun& pass);
 // The texts must encode to the same number of tokens, at most block_size; position -1 is
 // the last token.
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,

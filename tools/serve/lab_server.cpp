@@ -215,7 +215,7 @@ struct LabServer::Impl {
       done = heavy.submit([&, cancel] {
         use_request_threads(options.request_threads);
         const std::shared_ptr<ServedModel> served = model_of(entry);
-        const HookHandle stop = cancellable(served->run.model, cancel);
+        const std::vector<HookHandle> stop = cancellable(served->run.model, cancel);
         result = work(*served);
       });
     } catch (const QueueFull& e) {
@@ -265,7 +265,7 @@ struct LabServer::Impl {
                              args.drift || args.composition || args.circuits || args.geometry ||
                              args.all || (!args.ablate_heads.empty() && args.ablation == "mean");
     const auto work = [&](ServedModel& served) {
-      const Inspection out = run_inspection(served.run, entry.dir, args);
+      const Inspection out = run_inspection(served.run, entry.dir, args, served.prompts.get());
       return dump(inspection_json(out, served.run,
                                   heatmaps == "packed" ? HeatmapEncoder(pack_heatmaps)
                                                        : HeatmapEncoder(spelled_out_heatmap)));

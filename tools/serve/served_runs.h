@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/inspect/prompt_runs.h"
 #include "train/run/checkpoint.h"
 
 namespace tinylm {
@@ -29,6 +30,7 @@ bool is_run_directory(const std::filesystem::path& dir);
 struct ServedModel {
   LoadedRun run;
   std::optional<int64_t> step;  // state.json's; none for a run without one (an import)
+  std::shared_ptr<PromptRuns> prompts = std::make_shared<PromptRuns>();  // of this checkpoint
 };
 
 class ServedRuns {

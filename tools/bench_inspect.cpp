@@ -72,7 +72,7 @@ void bench_inspect(const BenchInspectArgs& args) {
   inspect.windows = args.windows;
   inspect.probes = args.probes;
   const InspectData data = inspect_data(run, args.run, inspect);
-  const int64_t exact = args.exact == "all" ? -1 : std::stoll(args.exact);
+  const int64_t exact = exact_heads(args.exact);
   spdlog::info(
       "inspection of {} ({} layers x {} heads, n_embd {}, block {}, vocab {}) on {} "
       "windows and {} probes, medians of {}",
@@ -103,10 +103,14 @@ void bench_inspect(const BenchInspectArgs& args) {
     run.model->forward(clean.unsqueeze(0));
   });
   time_patching("attribution patching", [&] {
-    activation_patching(run.model, clean, corrupt, P, 64, token_number, /*exact=*/false);
+    activation_patching(run.model, clean, corrupt, P, 64, token_number, ExactPatching::kNone);
   });
-  time_patching("attribution + exact patching", [&] {
-    activation_patching(run.model, clean, corrupt, P, 64, token_number, /*exact=*/true);
+  time_patching("+ exact, each layer's outputs", [&] {
+    activation_patching(run.model, clean, corrupt, P, 64, token_number,
+                        ExactPatching::kLayerOutputs);
+  });
+  time_patching("+ exact, every site", [&] {
+    activation_patching(run.model, clean, corrupt, P, 64, token_number, ExactPatching::kEverySite);
   });
 
   const std::string cpu = cpu_description();

@@ -48,7 +48,8 @@ HookFn patch_rows(const torch::Tensor& clean, std::vector<std::pair<int64_t, con
 
 PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
                                    const torch::Tensor& corrupt, int64_t position,
-                                   int64_t batch_size, const TokenLabel& label, bool exact) {
+                                   int64_t batch_size, const TokenLabel& label,
+                                   ExactPatching exact) {
   const ModelConfig& mc = model->config();
   if (clean.dim() != 1 || corrupt.dim() != 1 || clean.size(0) != corrupt.size(0)) {
     throw std::invalid_argument("patching needs texts of the same length: the clean text is " +
@@ -145,17 +146,17 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
   std::map<int64_t, std::vector<Site>> sites_at;
   for (int64_t l = 0; l < L; ++l) {
     std::vector<Site>& sites = sites_at[l];
-    for (int64_t h = 0; h < nh; ++h)
+    for (int64_t h = 0; h < nh && exact == ExactPatching::kEverySite; ++h)
       sites.push_back(
           {hook_name(l, "attn.hook_z"), h, -1, r.heads.data_ptr<double>() + l * nh + h});
-    for (int64_t p = first_difference; p < T; ++p)
+    for (int64_t p = first_difference; p < T && exact == ExactPatching::kEverySite; ++p)
       sites.push_back(
           {hook_name(l, "hook_resid_pre"), -1, p, r.resid_pre.data_ptr<double>() + l * T + p});
     sites.push_back({hook_name(l, "hook_attn_out"), -1, -1, r.attn_out.data_ptr<double>() + l});
     if (clean_run.cache.contains(hook_name(l, "hook_mlp_out")))
       sites.push_back({hook_name(l, "hook_mlp_out"), -1, -1, r.mlp_out.data_ptr<double>() + l});
   }
-  if (!exact) return r;
+  if (exact == ExactPatching::kNone) return r;
   for (const auto& [layer, sites] : sites_at) {
     const torch::Tensor prefix =
         corrupted.resid_pre.value[static_cast<size_t>(layer)];  // (1, T, C)
@@ -176,6 +177,7 @@ PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
             (diff[static_cast<int64_t>(i - start)].item<double>() - r.corrupt_diff) / span;
     }
   }
+  if (exact != ExactPatching::kEverySite) return r;
   const auto values = [](const torch::Tensor& t) {
     const torch::Tensor c = t.contiguous();
     return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());

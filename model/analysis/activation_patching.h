@@ -48,13 +48,17 @@ struct PatchingResult {
 using TokenLabel = std::function<std::string(int64_t id)>;
 inline std::string token_number(int64_t id) { return "token " + std::to_string(id); }
 
-// With `exact` false only the estimates are computed (the exact tables stay zero).
+// Which sites run exactly: none (only the estimates; the exact tables stay zero), the
+// layers' outputs (attn_out and mlp_out; the head and resid_pre tables stay zero and their
+// agreement unset), or every site.
+enum class ExactPatching { kNone, kLayerOutputs, kEverySite };
+
 // clean, corrupt: (T,) int64 token ids of the same length, at most block_size; position in
 // [0, T). Throws std::invalid_argument naming what is wrong: lengths that differ, a position
 // outside the text, or runs that agree on the answer (there is no difference to restore).
 PatchingResult activation_patching(GPT& model, const torch::Tensor& clean,
                                    const torch::Tensor& corrupt, int64_t position,
                                    int64_t batch_size = 64, const TokenLabel& label = token_number,
-                                   bool exact = true);
+                                   ExactPatching exact = ExactPatching::kEverySite);
 
 }  // namespace tinylm

@@ -209,7 +209,7 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   // Learned positions: loss by position within block_size only.
   EXPECT_EQ(j["position_loss"]["context"], 16);
   EXPECT_EQ(j["position_loss"]["per_position"].size(), 16u);
-  EXPECT_EQ(j["position_loss"]["windows"], 65536 / 17);  // whole windows of the first 2^16 tokens
+  EXPECT_EQ(j["position_loss"]["windows"], 16384 / 17);  // whole windows of the first 2^14 tokens
   // Context drift of the most frequent token (" " in Shakespeare): a stage per layer and two.
   EXPECT_EQ(j["context_drift"]["token"], " ");
   EXPECT_EQ(j["context_drift"]["stages"].size(), static_cast<size_t>(L + 2));
@@ -219,6 +219,14 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   ASSERT_EQ(evals.size(), 3u);  // steps 0, 2, 4
   EXPECT_EQ(evals[2]["step"], 4);
   EXPECT_EQ(evals[2]["induction"].size(), static_cast<size_t>(L));
+
+  // --tokens sets how much text loss by position reads; alone it is a usage error.
+  const auto few = run_tinylm(
+      {"inspect", run().string(), "--positions", "--tokens", "170", "--json", "-"}, false);
+  ASSERT_EQ(few.exit_code, 0) << few.output;
+  EXPECT_EQ(nlohmann::json::parse(few.output)["position_loss"]["windows"], 10);  // 170 / 17
+  expect_failure(run_tinylm({"inspect", run().string(), "--heads", "--tokens", "170"}), 2,
+                 "--tokens goes with --positions or --context-drift");
 }
 
 TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {

@@ -190,6 +190,14 @@ TEST(Attribution, PatchingsEstimatesAreTheSlopeOfTheLogitDifference) {
   }
   EXPECT_NEAR(r.heads_estimate.sum().item<double>(), r.head_positions_estimate.sum().item<double>(),
               1e-12);
+
+  // Exact runs of the layers' outputs alone: the same numbers as among every site's.
+  const PatchingResult layers =
+      activation_patching(model, clean, corrupt, 7, 64, token_number, ExactPatching::kLayerOutputs);
+  EXPECT_TRUE(torch::allclose(layers.attn_out, r.attn_out, 0, 1e-12));
+  EXPECT_TRUE(torch::allclose(layers.mlp_out, r.mlp_out, 0, 1e-12));
+  EXPECT_GT(r.attn_out.abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(layers.heads.abs().sum().item<double>(), 0.0);  // not run
 }
 
 TEST(Attribution, RankAgreementWorkedExample) {

@@ -69,21 +69,15 @@ Views chosen_views(const InspectArgs& args) {
         "TOKEN, --analogy a:b::c, --patch, --training, --all, or --html FILE for all of them");
   }
   if (args.context > 0 && !v.positions) throw UsageError("--context goes with --positions");
+  if (args.tokens != kViewTokens && !v.positions && !v.drift)
+    throw UsageError("--tokens goes with --positions or --context-drift");
   if (v.patch && (args.clean.empty() || args.corrupt.empty()))
     throw UsageError("--patch needs both --clean TEXT and --corrupt TEXT");
   if (texts && !v.patch) throw UsageError("--clean and --corrupt go with --patch");
   if (args.position >= 0 && !v.patch) throw UsageError("--position goes with --patch");
   if (v.lens && args.prompt.empty() && !everything)
     throw UsageError("--logit-lens needs --prompt TEXT");
-  if (args.exact == "all") {
-    v.exact = -1;
-  } else {
-    const bool digits = !args.exact.empty() && args.exact.size() < 7 &&
-                        args.exact.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits)
-      throw UsageError("--exact is a number of heads or all, got \"" + args.exact + "\"");
-    v.exact = std::stoll(args.exact);
-  }
+  v.exact = exact_heads(args.exact);
   if (args.ablation != "zero" && args.ablation != "mean")
     throw UsageError("--ablation is zero or mean, got \"" + args.ablation + "\"");
   return v;
@@ -152,6 +146,14 @@ void sample_windows(InspectData& data, const torch::Tensor& tokens, const ModelC
 
 }  // namespace
 
+int64_t exact_heads(const std::string& flag) {
+  if (flag == "all") return -1;
+  const bool digits =
+      !flag.empty() && flag.size() < 7 && flag.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) throw UsageError("--exact is a number of heads or all, got \"" + flag + "\"");
+  return std::stoll(flag);
+}
+
 InspectData inspect_data(const LoadedRun& run, const fs::path& run_dir, const InspectArgs& args) {
   InspectData data;
   torch::Tensor tokens;
@@ -219,9 +221,10 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
     const int64_t context = args.context > 0 ? window_context(mc, args.context, run_dir.string())
                             : mc.positions().extrapolates ? 4 * mc.block_size
                                                           : mc.block_size;
-    out.position_loss = inspect_position_loss(run, tokens, data.source, context);
+    out.position_loss = inspect_position_loss(run, tokens, data.source, context, args.tokens);
   }
-  if (v.drift) out.drift = inspect_context_drift(run, tokens, data.source, args.drift_token);
+  if (v.drift)
+    out.drift = inspect_context_drift(run, tokens, data.source, args.drift_token, args.tokens);
   if (v.analogy) out.analogy = inspect_analogy(run, args.analogy);
   // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
   if (v.attribution && (args.attribution || prompt.numel() >= 2)) {
@@ -271,6 +274,10 @@ void add_inspect_options(CLI::App* cmd, InspectArgs& a) {
                 "where the positions extrapolate): where the model stops coping");
   cmd->add_option("--context", args->context, "Window length of --positions")
       ->check(integer_flag(at_least(1)));
+  cmd->add_option("--tokens", args->tokens,
+                  "Tokens of the text that --positions and --context-drift read (default " +
+                      std::to_string(kViewTokens) + ")")
+      ->check(integer_flag(between(1, int64_t{1} << 26)));
   cmd->add_option("--context-drift", args->drift_token,
                   "How alike one token's vectors are at each layer across its contexts "
                   "(with --all: the most frequent token)")

@@ -25,6 +25,7 @@ struct InspectArgs {
   std::string ablation = "zero";                    // how: zero, or mean (over the windows)
   std::string exact = std::to_string(kExactHeads);  // heads --ablate runs exactly, or "all"
   int64_t windows = 32, probes = 8, seed = kDefaultSeed, position = -1, context = 0;
+  int64_t tokens = kViewTokens;  // of the text, for --positions and --context-drift
   int threads = 0;
   std::string device = "cpu";
 };
@@ -37,6 +38,9 @@ void add_inspect_options(CLI::App* cmd, InspectArgs& args);
 // Throws a UsageError when the flags ask for no view, or for a combination that does not go
 // together; run_inspection checks this first too.
 void check_inspect_args(const InspectArgs& args);
+
+// --exact: a number of heads, or "all" (-1). Throws UsageError otherwise.
+int64_t exact_heads(const std::string& flag);
 
 // The windows and probe that head scores and ablation read, as run_inspection draws them
 // (--text or the val split, --windows, --probes, --seed).

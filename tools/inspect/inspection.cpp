@@ -50,16 +50,17 @@ int64_t single_token(const LoadedRun& run, const std::string& text, const std::s
 }  // namespace
 
 PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& tokens,
-                                       const std::string& source, int64_t context) {
+                                       const std::string& source, int64_t context, int64_t budget) {
   const torch::Tensor windows =
-      consecutive_windows(tokens, context + 1, int64_t{1} << 16, source, "--positions");
+      consecutive_windows(tokens, context + 1, budget, source, "--positions");
   return {source, context, loss_by_position(run.model, windows)};
 }
 
 DriftView inspect_context_drift(LoadedRun& run, const torch::Tensor& tokens,
-                                const std::string& source, const std::string& token) {
-  const torch::Tensor windows = consecutive_windows(tokens, run.model->config().block_size,
-                                                    int64_t{1} << 16, source, "--context-drift");
+                                const std::string& source, const std::string& token,
+                                int64_t budget) {
+  const torch::Tensor windows = consecutive_windows(tokens, run.model->config().block_size, budget,
+                                                    source, "--context-drift");
   const int64_t id = token.empty() ? torch::bincount(windows.flatten()).argmax().item<int64_t>()
                                    : single_token(run, token, "--context-drift");
   try {

@@ -157,14 +157,22 @@ AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids,
 // the last token.
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
                               int64_t position);
-// Consecutive windows of `context` + 1 tokens (at most 2^16 tokens of `tokens`); context
+// The tokens of the text that the loss by position and context drift read by default
+// (inspect --tokens): 2^14 puts a bucket of 8 positions' mean loss within about 0.07 nats
+// (a token's loss spreads about 1.5 nats), and both views in a quarter second of the
+// default model's forward passes on two cores (docs/MEASUREMENTS.md).
+inline constexpr int64_t kViewTokens = int64_t{1} << 14;
+
+// Consecutive windows of `context` + 1 tokens from the first `budget` of `tokens`; context
 // past block_size only where the positions extrapolate (tools/cli.h).
 PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& tokens,
-                                       const std::string& source, int64_t context);
+                                       const std::string& source, int64_t context,
+                                       int64_t budget = kViewTokens);
 // `token` must be one token; empty: the most frequent one. Over consecutive block_size
-// windows of the first 2^16 tokens.
+// windows of the first `budget` tokens.
 DriftView inspect_context_drift(LoadedRun& run, const torch::Tensor& tokens,
-                                const std::string& source, const std::string& token);
+                                const std::string& source, const std::string& token,
+                                int64_t budget = kViewTokens);
 // "a:b::c" (a is to b as c is to ...), each one token.
 AnalogyView inspect_analogy(LoadedRun& run, const std::string& spec);
 std::optional<SnapshotsView> read_snapshots(Inspection& out, const std::filesystem::path& run_dir);

@@ -255,6 +255,8 @@ struct LabServer::Impl {
     check_limit(args.windows, limits.max_windows, "windows", "windows per inspection");
     check_limit(args.probes, limits.max_probes, "probes", "probe sequences per inspection");
     check_limit(args.context, limits.max_context, "context", "tokens per window");
+    check_limit(args.tokens, limits.max_view_tokens, "tokens",
+                "tokens per positions or drift view");
     const std::string heatmaps = req.has_param("heatmaps") ? req.get_param_value("heatmaps") : "";
     if (!heatmaps.empty() && heatmaps != "spelled" && heatmaps != "packed")
       throw ApiError(400, "heatmaps is spelled (as inspect --json) or packed (as the report)",

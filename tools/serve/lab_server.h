@@ -28,11 +28,12 @@ struct ServeLimits {
   int64_t max_windows = 256;      // inspect --windows
   int64_t max_probes = 64;        // inspect --probes
   int64_t max_context = 8192;     // inspect and eval --context
-  int64_t max_new_tokens = 2000;  // sample --max-new-tokens
-  int64_t max_samples = 8;        // sample --num-samples
-  int max_streams = 16;           // open /api/sample and /api/live streams
-  int heavy_workers = 2;          // threads that run heavy jobs
-  size_t heavy_waiting = 8;       // heavy jobs that may wait for one
+  int64_t max_view_tokens = int64_t{1} << 20;  // inspect --tokens
+  int64_t max_new_tokens = 2000;               // sample --max-new-tokens
+  int64_t max_samples = 8;                     // sample --num-samples
+  int max_streams = 16;                        // open /api/sample and /api/live streams
+  int heavy_workers = 2;                       // threads that run heavy jobs
+  size_t heavy_waiting = 8;                    // heavy jobs that may wait for one
 };
 
 struct ServeOptions {

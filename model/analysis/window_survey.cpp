@@ -91,13 +91,14 @@ WindowSurvey survey_windows(GPT& model, const torch::Tensor& inputs, const torch
       if (o.scores) {
         reads.push_back(model->add_hook(
             hook_name(l, "attn.hook_pattern"), [&, l](const torch::Tensor& p, const std::string&) {
+              const torch::Tensor p64 = p.to(torch::kFloat64);  // once, not once per score
               for (const std::string& name : head_target_names()) {
                 const ScoreSum sum = score_sum(
-                    p, target_of[name], name == "induction" ? induction_rows : torch::Tensor());
+                    p64, target_of[name], name == "induction" ? induction_rows : torch::Tensor());
                 sums[name][l] += sum.sum;
                 if (l == 0) counted[name] += sum.rows;
               }
-              sums["entropy"][l] += entropy_sum(p);
+              sums["entropy"][l] += entropy_sum(p64);
               return p;
             }));
       }

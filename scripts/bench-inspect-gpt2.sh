@@ -9,12 +9,17 @@
 #
 # The vocabulary is GPT-2's 256 byte tokens, 50000 merges of byte pairs (made up: the
 # shape, not GPT-2's merges) and <|endoftext|>. Weights are N(0, 0.02), LayerNorms 1 and 0,
-# as GPT-2 starts. Needs build/tinylm and Debian's python3 with numpy (or $PYTHON). The directory is removed at the end.
+# as GPT-2 starts. Needs build/tinylm and Debian's python3 with numpy (or $PYTHON).
+# WORKDIR must not exist (the default is replaced); it is removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=${1:-/tmp/tinylm-gpt2-shaped}
-shift || true
-[ "${1:-}" = "--" ] && shift
+work=/tmp/tinylm-gpt2-shaped
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then
+  work=$1
+  shift
+  [ ! -e "$work" ] || { echo "$work exists: give a directory to create" >&2; exit 1; }
+fi
+if [ "${1:-}" = "--" ]; then shift; fi
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(--windows 2 --probes 1 --repeats 1)
 tinylm=./build/tinylm

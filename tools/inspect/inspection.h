@@ -158,9 +158,9 @@ AttributionView inspect_attribution(LoadedRun& run, const torch::Tensor& ids,
 PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const std::string& corrupt,
                               int64_t position);
 // The tokens of the text that the loss by position and context drift read by default
-// (inspect --tokens): 2^14 puts a bucket of 8 positions' mean loss within about 0.07 nats
-// (a token's loss spreads about 1.5 nats), and both views in a quarter second of the
-// default model's forward passes on two cores (docs/MEASUREMENTS.md).
+// (inspect --tokens): on the default Shakespeare run 2^14 puts each bucket of 8 positions'
+// mean loss within about 0.07 nats (measured against 2^16), and both views in a quarter
+// second each on two cores (docs/MEASUREMENTS.md).
 inline constexpr int64_t kViewTokens = int64_t{1} << 14;
 
 // Consecutive windows of `context` + 1 tokens from the first `budget` of `tokens`; context

@@ -26,6 +26,7 @@
 #include "tools/bench_serve.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
+#include "tools/inspect/inspect_request.h"
 #include "train/adamw.h"
 #include "train/precision.h"
 #include "train/run/run_corpus.h"
@@ -476,9 +477,12 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--exact", args->exact,
                   "Heads --inspect's ablation runs exactly (a number, or all)")
       ->check([](const std::string& s) {
-        const bool digits =
-            !s.empty() && s.size() < 7 && s.find_first_not_of("0123456789") == std::string::npos;
-        return digits || s == "all" ? std::string() : "a number of heads, or all";
+        try {
+          exact_heads(s);  // inspect's own reading of --exact
+          return std::string();
+        } catch (const UsageError& e) {
+          return std::string(e.what());
+        }
       });
   return with_overrides(cmd, args->overrides, "--train.dtype=bfloat16",
                         [args] { return run_bench(*args); });

@@ -114,6 +114,20 @@ void bench_inspect(const BenchInspectArgs& args) {
   });
 
   const std::string cpu = cpu_description();
+  const auto record = [&](const std::vector<std::pair<std::string, double>>& table,
+                          const std::string& key) {
+    for (const auto& [name, s] : table)
+      doc[key][name] = {{"seconds", s}, {"forwards", s / table.front().second}};
+  };
+  record(rows, "windows");
+  record(patching, "patching");
+  doc["peak_resident_mb"] = peak_resident_mb();
+  doc["cpu"] = cpu;
+  doc["threads"] = torch::get_num_threads();
+  if (args.json) {
+    std::printf("%s\n", doc.dump(2).c_str());
+    return;
+  }
   std::printf("%s, %d threads; %s: %lld x %lld heads, vocab %lld, block %lld\n", cpu.c_str(),
               torch::get_num_threads(), args.run.c_str(), static_cast<long long>(mc.n_layer),
               static_cast<long long>(mc.n_head), static_cast<long long>(mc.vocab_size),
@@ -121,23 +135,15 @@ void bench_inspect(const BenchInspectArgs& args) {
   std::printf("%lld windows of %lld and %lld probes; ablation runs %s heads exactly\n",
               static_cast<long long>(args.windows), static_cast<long long>(mc.block_size),
               static_cast<long long>(args.probes), args.exact.c_str());
-  const auto print = [&](const std::vector<std::pair<std::string, double>>& table,
-                         const std::string& key) {
-    const double unit = table.front().second;
-    for (const auto& [name, s] : table) {
-      std::printf("  %-36s %9.3f s  %7.2f forwards\n", name.c_str(), s, s / unit);
-      doc[key][name] = {{"seconds", s}, {"forwards", s / unit}};
-    }
+  const auto print = [](const std::vector<std::pair<std::string, double>>& table) {
+    for (const auto& [name, s] : table)
+      std::printf("  %-36s %9.3f s  %7.2f forwards\n", name.c_str(), s, s / table.front().second);
   };
-  print(rows, "windows");
+  print(rows);
   std::printf("patching %lld tokens, every head, position and layer output:\n",
               static_cast<long long>(clean.size(0)));
-  print(patching, "patching");
-  const double rss = peak_resident_mb();
-  std::printf("peak resident memory %.0f MB\n", rss);
-  doc["peak_resident_mb"] = rss;
-  doc["cpu"] = cpu;
-  if (args.json) std::printf("%s\n", doc.dump(2).c_str());
+  print(patching);
+  std::printf("peak resident memory %.0f MB\n", doc["peak_resident_mb"].get<double>());
 }
 
 }  // namespace tinylm

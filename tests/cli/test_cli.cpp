@@ -229,6 +229,21 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
                  "--tokens goes with --positions or --context-drift");
 }
 
+TEST_F(Cli, BenchInspectPrintsOneJsonDocumentInUnitsOfAForward) {
+  const auto r = run_tinylm({"bench", "--inspect", run().string(), "--windows", "2", "--probes",
+                             "1", "--repeats", "1", "--json"},
+                            false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);  // nothing but the document on stdout
+  EXPECT_EQ(j["windows"]["forward over the windows and probe"]["forwards"], 1.0);
+  EXPECT_EQ(j["patching"]["forward over the prompt"]["forwards"], 1.0);
+  EXPECT_TRUE(j["windows"].contains("head scores + ablation"));
+  EXPECT_TRUE(j["patching"].contains("+ exact, each layer's outputs"));
+  EXPECT_GT(j["peak_resident_mb"].get<double>(), 0.0);
+  expect_failure(run_tinylm({"bench", "--inspect", run().string(), "--exact", "x"}), 2,
+                 "--exact is a number of heads or all");
+}
+
 TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare());

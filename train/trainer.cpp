@@ -531,12 +531,32 @@ TrainResult Trainer::finish() {
   return {TrainOutcome::kFinished, state_.step, val_loss_};
 }
 
+// A run: a whole checkpoint, or one a kill left committed but not yet moved into place.
+bool holds_a_checkpoint(const fs::path& out) {
+  return fs::is_regular_file(out / "state.json") || fs::is_directory(out / ".checkpoint-commit");
+}
+
+// What a start killed before its first checkpoint committed leaves, and a new start may
+// replace: the locks, the staged checkpoint, and the metrics log, which then holds at most the
+// first evaluation's line (later lines follow a checkpoint). A longer log is not ours to drop.
+bool left_by_a_failed_start(const fs::path& entry) {
+  const std::string name = entry.filename().string();
+  if (name == TrainingLock::kFileName || name == ".checkpoint.lock" || name == ".checkpoint-next") {
+    return true;
+  }
+  if (name != "metrics.jsonl" || !fs::is_regular_file(entry)) return false;
+  std::ifstream in(entry);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line) && lines < 2) ++lines;
+  return lines <= 1;
+}
+
 }  // namespace
 
 void check_run_directory(const fs::path& out, bool resume, bool writer) {
   if (resume) {
-    if (fs::is_regular_file(out / "state.json") || fs::is_directory(out / ".checkpoint-commit"))
-      return;
+    if (holds_a_checkpoint(out)) return;
     throw std::runtime_error(
         "cannot resume: " + out.string() +
         (fs::exists(out) ? " is not a tinylm run directory (no state.json)" : " does not exist") +
@@ -545,20 +565,16 @@ void check_run_directory(const fs::path& out, bool resume, bool writer) {
                   "path on every machine"));
   }
   if (!writer || !fs::is_directory(out)) return;
-  for (const auto& entry : fs::directory_iterator(out)) {
-    // Neither the locks nor a first checkpoint that never reached its commit point make a
-    // directory a run: a start that failed may leave them.
-    const std::string name = entry.path().filename().string();
-    if (name == TrainingLock::kFileName || name == ".checkpoint.lock" ||
-        name == ".checkpoint-next") {
-      continue;
-    }
+  if (holds_a_checkpoint(out)) {
     throw std::runtime_error("run directory " + out.string() +
-                             (fs::exists(out / "state.json")
-                                  ? " already holds a run; pass --resume to continue it or --out "
-                                    "to choose another"
-                                  : " already exists and is not a tinylm run (it holds " + name +
-                                        "); choose another with --out"));
+                             " already holds a run; pass --resume to continue it or --out to "
+                             "choose another");
+  }
+  for (const auto& entry : fs::directory_iterator(out)) {
+    if (left_by_a_failed_start(entry.path())) continue;
+    throw std::runtime_error("run directory " + out.string() +
+                             " already exists and is not a tinylm run (it holds " +
+                             entry.path().filename().string() + "); choose another with --out");
   }
 }
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -85,6 +86,12 @@ Identity identity_of(const fs::path& run) {
   return {state["files"]["model.safetensors"], state["files"]["optimizer.safetensors"]};
 }
 
+// What a user is told to resume (see check_run_directory): a whole checkpoint, or one a kill
+// left committed but not yet moved into place.
+bool holds_a_checkpoint(const fs::path& run) {
+  return fs::exists(run / "state.json") || fs::exists(run / ".checkpoint-commit");
+}
+
 // The last "step K:" line of a training's log: step K was trained, so checkpoint K was whole.
 int64_t last_logged_step(const fs::path& log) {
   static const std::regex line(R"(\] info step (\d+): loss)");
@@ -145,8 +152,7 @@ TEST(Durability, KilledAtFiftyRandomMomentsEveryRunResumesFromACheckpointAroundT
       previous = -1;
       ++chains;
     }
-    const bool resume = fs::exists(run / "state.json");
-    const pid_t pid = start_training(config, run, resume, log);
+    const pid_t pid = start_training(config, run, holds_a_checkpoint(run), log);
     kill_moment(pid, log);
     const bool killed = ::kill(pid, SIGKILL) == 0;
     const int status = wait_for(pid);
@@ -156,7 +162,7 @@ TEST(Durability, KilledAtFiftyRandomMomentsEveryRunResumesFromACheckpointAroundT
       continue;
     }
     ++kills;
-    if (!fs::exists(run / "state.json")) {  // killed before its first checkpoint was whole
+    if (!holds_a_checkpoint(run)) {  // killed before its first checkpoint committed
       EXPECT_EQ(previous, -1);
       continue;
     }
@@ -177,13 +183,76 @@ TEST(Durability, KilledAtFiftyRandomMomentsEveryRunResumesFromACheckpointAroundT
   }
   // The last chain, resumed to the end, ends where the unbroken run did, bit for bit.
   if (previous != kSteps) {
-    const pid_t pid = start_training(config, run, fs::exists(run / "state.json"), log);
+    const pid_t pid = start_training(config, run, holds_a_checkpoint(run), log);
     ASSERT_EQ(wait_for(pid), 0) << test::read_text(log);
   }
   EXPECT_EQ(identity_of(run), reference.at(kSteps));
   EXPECT_GE(during_training, 25) << "too few kills landed while it trained";
   std::printf("[kills] %d kills (%d while training) over %d chains: every run resumed\n", kills,
               during_training, chains);
+}
+
+// The two states a kill during the first checkpoint leaves, made by hand from a real run:
+// before the commit point a new start is what is wanted; after it the run is there to resume.
+TEST(Durability, AKillDuringTheFirstCheckpointLeavesANewStartOrAResume) {
+  TempDir dir;
+  const fs::path config = write_every_step_config(dir.path(), 2);
+  const fs::path whole = dir / "whole";
+  ASSERT_EQ(run_tinylm({"train", config.string(), "--out", whole.string()}).exit_code, 0);
+  const std::string log = test::read_text(whole / "metrics.jsonl");
+  const std::string first_eval = log.substr(0, log.find('\n') + 1);
+  const auto train = [&](const fs::path& run, bool resume) {
+    std::vector<std::string> words = {"train", config.string(), "--out", run.string()};
+    if (resume) words.push_back("--resume");
+    return run_tinylm(words);
+  };
+
+  // Before the commit point: the first eval's line, the locks, a staged checkpoint.
+  const fs::path staged = dir / "staged";
+  fs::create_directories(staged / ".checkpoint-next");
+  fs::copy_file(whole / "model.safetensors", staged / ".checkpoint-next/model.safetensors");
+  test::write_text(staged / "metrics.jsonl", first_eval);
+  test::write_text(staged / "train.lock", "");
+  test::write_text(staged / ".checkpoint.lock", "");
+  const auto again = train(staged, false);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(verify_checkpoint(staged), 2);
+  EXPECT_EQ(identity_of(staged), identity_of(whole));
+  const auto lines = [](const fs::path& file) {
+    const std::string text = test::read_text(file);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  EXPECT_EQ(lines(staged / "metrics.jsonl"), lines(whole / "metrics.jsonl"));  // begun afresh
+  // A log longer than a first eval's is not a failed start's, and is kept.
+  const fs::path logged = dir / "logged";
+  fs::create_directories(logged);
+  test::write_text(logged / "metrics.jsonl", first_eval + first_eval);
+  const auto refused = train(logged, false);
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("is not a tinylm run (it holds metrics.jsonl)"), std::string::npos)
+      << refused.output;
+  EXPECT_EQ(test::read_text(logged / "metrics.jsonl"), first_eval + first_eval);
+
+  // After the commit point, before state.json moved: a run, which --resume finishes.
+  const fs::path committed = dir / "committed";
+  fs::create_directories(committed / ".checkpoint-commit");
+  for (const auto& entry : fs::directory_iterator(whole)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_regular_file() && name != "metrics.jsonl" && name != "train.lock" &&
+        name != ".checkpoint.lock") {
+      fs::copy_file(entry.path(), committed / ".checkpoint-commit" / name);
+    }
+  }
+  fs::copy_file(whole / "metrics.jsonl", committed / "metrics.jsonl");
+  const auto fresh = train(committed, false);
+  EXPECT_EQ(fresh.exit_code, 1) << fresh.output;
+  EXPECT_NE(fresh.output.find("already holds a run; pass --resume"), std::string::npos)
+      << fresh.output;
+  EXPECT_TRUE(fs::exists(committed / ".checkpoint-commit"));  // refused before touching it
+  const auto resumed = train(committed, true);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(verify_checkpoint(committed), 2);
+  EXPECT_EQ(identity_of(committed), identity_of(whole));
 }
 
 TEST(Durability, ReadersOfARunInTrainingAlwaysSeeOneWholeCheckpoint) {

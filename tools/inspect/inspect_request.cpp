@@ -8,6 +8,7 @@
 #include "data/token_cache.h"
 #include "model/analysis/induction_probe.h"
 #include "tools/cli.h"
+#include "tools/inspect/inspection_cache.h"
 #include "train/run/evaluate.h"
 #include "train/run/run_corpus.h"
 
@@ -165,7 +166,7 @@ InspectData inspect_data(const LoadedRun& run, const fs::path& run_dir, const In
 void check_inspect_args(const InspectArgs& args) { (void)chosen_views(args); }
 
 Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const InspectArgs& args,
-                          PromptRuns* prompt_runs) {
+                          InspectionCache* kept) {
   const Views v = chosen_views(args);
   const ModelConfig& mc = run.model->config();
   Inspection out;
@@ -173,6 +174,9 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
   if (fs::is_regular_file(run_dir / "state.json")) out.step = load_training_state(run_dir).step;
   const std::vector<HookHandle> ablated =
       args.ablate_heads.empty() ? std::vector<HookHandle>{} : ablate_heads(run, run_dir, args, out);
+  // Heads ablated make another model than the checkpoint's: nothing kept of it is shared.
+  InspectionCache own;
+  InspectionCache& cache = kept && args.ablate_heads.empty() ? *kept : own;
   InspectData data;
   torch::Tensor tokens;
   const bool reads_prompt = v.attention || v.lens || v.attribution;
@@ -192,10 +196,7 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
   if (v.heads || v.ablate) sample_windows(data, tokens, mc, args);
   // One pass over the prompt for all of its views, kept across requests by the lab's.
   std::shared_ptr<const CachedRun> pass;
-  if (reads_prompt) {
-    PromptRuns own;
-    pass = (prompt_runs && args.ablate_heads.empty() ? *prompt_runs : own).of(run.model, prompt);
-  }
+  if (reads_prompt) pass = cache.prompts.of(run.model, prompt);
   if (v.attention) out.attention = inspect_attention(run, prompt, *pass);
   if (v.lens) out.lens = inspect_logit_lens(run, prompt, *pass);
   if (v.heads || v.ablate) {
@@ -207,7 +208,8 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
           v.exact < 0 ? mc.n_layer * mc.n_head : std::min(v.exact, mc.n_layer * mc.n_head),
           args.windows);
     }
-    std::tie(out.heads, out.ablation) = inspect_windows(run, data, v.heads, v.ablate, v.exact);
+    std::tie(out.heads, out.ablation) =
+        inspect_windows(run, data, v.heads, v.ablate, v.exact, &cache);
   }
   if (v.priors) out.priors = inspect_priors(out, run);
   if (v.composition) out.composition = composition_scores(run.model);
@@ -221,10 +223,15 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
     const int64_t context = args.context > 0 ? window_context(mc, args.context, run_dir.string())
                             : mc.positions().extrapolates ? 4 * mc.block_size
                                                           : mc.block_size;
-    out.position_loss = inspect_position_loss(run, tokens, data.source, context, args.tokens);
+    out.position_loss = *cache.position_loss(data.source, context, args.tokens, [&] {
+      return inspect_position_loss(run, tokens, data.source, context, args.tokens);
+    });
   }
-  if (v.drift)
-    out.drift = inspect_context_drift(run, tokens, data.source, args.drift_token, args.tokens);
+  if (v.drift) {
+    out.drift = *cache.drift(data.source, args.drift_token, args.tokens, [&] {
+      return inspect_context_drift(run, tokens, data.source, args.drift_token, args.tokens);
+    });
+  }
   if (v.analogy) out.analogy = inspect_analogy(run, args.analogy);
   // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
   if (v.attribution && (args.attribution || prompt.numel() >= 2)) {

@@ -10,7 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tools/inspect/inspection.h"
-#include "tools/inspect/prompt_runs.h"
+#include "tools/inspect/inspection_cache.h"
 #include "train/run/checkpoint.h"
 #include "train/run/run_config.h"
 
@@ -50,10 +50,10 @@ InspectData inspect_data(const LoadedRun& run, const std::filesystem::path& run_
 // Checks the combination of flags (a UsageError says what is missing or stray) and computes
 // every view asked for on `run`, with the heads of --ablate-heads ablated throughout.
 // `run_dir` is the run's directory (its state.json, metrics.jsonl and snapshots). The model
-// is only read: hooks are this thread's, so requests may share it. The prompt's forward
-// pass comes from `prompt_runs` when given (the lab's, per checkpoint), unless heads are
-// ablated; otherwise from one run here.
+// is only read: hooks are this thread's, so requests may share it. The prompt's pass, the
+// window set's surveys, the ablation table and the text's views come from `kept` when given
+// (the lab's, per checkpoint) and it holds them, and are kept there; unless heads are ablated.
 Inspection run_inspection(LoadedRun& run, const std::filesystem::path& run_dir,
-                          const InspectArgs& args, PromptRuns* prompt_runs = nullptr);
+                          const InspectArgs& args, InspectionCache* kept = nullptr);
 
 }  // namespace tinylm

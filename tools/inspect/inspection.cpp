@@ -8,6 +8,7 @@
 
 #include "model/activation_cache.h"
 #include "tools/cli.h"
+#include "tools/inspect/inspection_cache.h"
 #include "train/run/evaluate.h"
 
 namespace tinylm {
@@ -140,29 +141,40 @@ AttentionView inspect_attention(const LoadedRun& run, const torch::Tensor& ids,
 }
 
 std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows(
-    LoadedRun& run, const InspectData& data, bool heads, bool ablate, int64_t exact) {
+    LoadedRun& run, const InspectData& data, bool heads, bool ablate, int64_t exact,
+    InspectionCache* kept) {
+  InspectionCache own;
+  InspectionCache& cache = kept ? *kept : own;
   const int64_t T = data.windows.size(1) - 1, R = data.probe.size(1) / 2;
-  SurveyOptions on_windows = ablate ? ablation_survey_options(false, 0) : SurveyOptions{};
-  SurveyOptions on_probe =
-      ablate ? ablation_survey_options(true, data.probe.size(1)) : SurveyOptions{};
-  on_windows.scores = on_probe.scores = heads;
-  on_probe.induction_from = R;
-  const WindowSurvey windows = survey_windows(run.model, data.windows.slice(1, 0, T),
-                                              data.windows.slice(1, 1, T + 1), on_windows);
-  const WindowSurvey probe =
-      survey_windows(run.model, data.probe, probe_targets(data.probe), on_probe);
+  const auto survey = [&](bool scores, bool attribution) {
+    SurveyOptions on_windows = attribution ? ablation_survey_options(false, 0) : SurveyOptions{};
+    SurveyOptions on_probe =
+        attribution ? ablation_survey_options(true, data.probe.size(1)) : SurveyOptions{};
+    on_windows.scores = on_probe.scores = scores;
+    on_probe.induction_from = R;
+    return WindowSetSurveys{
+        survey_windows(run.model, data.windows.slice(1, 0, T), data.windows.slice(1, 1, T + 1),
+                       on_windows),
+        survey_windows(run.model, data.probe, probe_targets(data.probe), on_probe), scores,
+        attribution};
+  };
+  const std::shared_ptr<const WindowSetSurveys> surveys =
+      cache.surveys(data, heads, ablate, survey);
   std::pair<std::optional<HeadsView>, std::optional<AblationView>> out;
   if (heads) {
     out.first = HeadsView{data.source,
-                          windows.scores,
-                          {probe.scores, probe_losses(probe)},
+                          surveys->windows.scores,
+                          {surveys->probe.scores, probe_losses(surveys->probe)},
                           data.probe.size(0),
                           data.probe.size(1)};
   }
   if (ablate) {
+    const auto table = cache.ablation(data, exact, [&] {
+      return ablation_table(run.model, data.windows, data.probe, exact, &surveys->windows,
+                            &surveys->probe);
+    });
     out.second =
-        AblationView{data.source, data.windows.size(0), data.window_starts, data.probe,
-                     ablation_table(run.model, data.windows, data.probe, exact, &windows, &probe)};
+        AblationView{data.source, data.windows.size(0), data.window_starts, data.probe, *table};
   }
   return out;
 }

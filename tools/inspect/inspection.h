@@ -31,6 +31,8 @@
 
 namespace tinylm {
 
+class InspectionCache;  // inspection_cache.h
+
 // What head scores and ablation read.
 struct InspectData {
   torch::Tensor windows;  // (N, T + 1) from the data
@@ -145,9 +147,11 @@ torch::Tensor encode_prompt(Inspection& out, const LoadedRun& run, const std::st
 AttentionView inspect_attention(const LoadedRun& run, const torch::Tensor& ids,
                                 const CachedRun& pass);
 // Head scores and ablation from one survey of the windows and one of the probe: either or
-// both. `exact` heads are ablated exactly (-1: all), the rest estimated.
+// both. `exact` heads are ablated exactly (-1: all), the rest estimated. The surveys and
+// the ablation table come from `kept` when it holds them, and are kept there.
 std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows(
-    LoadedRun& run, const InspectData& data, bool heads, bool ablate, int64_t exact);
+    LoadedRun& run, const InspectData& data, bool heads, bool ablate, int64_t exact,
+    InspectionCache* kept = nullptr);
 Priors inspect_priors(Inspection& out, LoadedRun& run);
 LensView inspect_logit_lens(LoadedRun& run, const torch::Tensor& ids, const CachedRun& pass,
                             int64_t k = 5);

@@ -1,8 +1,8 @@
 #pragma once
 // The forward pass of a prompt, keeping what the views that read one prompt read: the
 // attention maps, the logit lens and logit attribution (prompt_view_points). An invocation runs one
-// pass per prompt; the lab keeps one PromptRuns per served checkpoint (a new checkpoint
-// brings a new, empty one), so a click on another view of the same prompt runs none.
+// pass per prompt; the lab keeps one PromptRuns per served checkpoint (in its
+// InspectionCache), so a click on another view of the same prompt runs none.
 // Passes are dropped, least recently used first, once those kept pass `budget_bytes`; a
 // pass bigger than the budget is handed out and not kept.
 

@@ -267,7 +267,7 @@ struct LabServer::Impl {
                              args.drift || args.composition || args.circuits || args.geometry ||
                              args.all || (!args.ablate_heads.empty() && args.ablation == "mean");
     const auto work = [&](ServedModel& served) {
-      const Inspection out = run_inspection(served.run, entry.dir, args, served.prompts.get());
+      const Inspection out = run_inspection(served.run, entry.dir, args, served.kept.get());
       return dump(inspection_json(out, served.run,
                                   heatmaps == "packed" ? HeatmapEncoder(pack_heatmaps)
                                                        : HeatmapEncoder(spelled_out_heatmap)));

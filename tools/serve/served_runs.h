@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/inspect/prompt_runs.h"
+#include "tools/inspect/inspection_cache.h"
 #include "train/run/checkpoint.h"
 
 namespace tinylm {
@@ -30,7 +30,8 @@ bool is_run_directory(const std::filesystem::path& dir);
 struct ServedModel {
   LoadedRun run;
   std::optional<int64_t> step;  // state.json's; none for a run without one (an import)
-  std::shared_ptr<PromptRuns> prompts = std::make_shared<PromptRuns>();  // of this checkpoint
+  std::shared_ptr<InspectionCache> kept =
+      std::make_shared<InspectionCache>();  // of this checkpoint
 };
 
 class ServedRuns {

@@ -24,6 +24,7 @@
 #include "train/run/checkpoint.h"
 #include "train/run/checkpoint_transaction.h"
 #include "train/run/evaluate.h"
+#include "train/run/phase_change.h"
 #include "train/run/progress.h"
 #include "train/run/run_corpus.h"
 #include "train/run/snapshots.h"
@@ -115,6 +116,20 @@ json probe_record(GPT& model, const torch::Tensor& probe) {
           {"loss_second_half", result.losses.second_half},
           {"previous_token", rounded(result.scores.values.at("previous_token"))},
           {"induction", rounded(result.scores.values.at("induction"))}};
+}
+
+// A reading of the probe as the detector takes it: from the record metrics.jsonl keeps, so
+// that a resumed run, replaying that file, reads exactly what the unbroken run read.
+ProbeReading probe_reading(int64_t step, const json& record) {
+  const auto table = [](const json& rows) {
+    std::vector<double> flat;
+    for (const json& row : rows)
+      for (const json& v : row) flat.push_back(v.get<double>());
+    return torch::tensor(flat, torch::kFloat64).view({static_cast<int64_t>(rows.size()), -1});
+  };
+  return {step, record.at("loss_first_half").get<double>(),
+          record.at("loss_second_half").get<double>(), table(record.at("previous_token")),
+          table(record.at("induction"))};
 }
 
 // "1.2 0.934": the head with the highest score in an (L, nh) table.
@@ -209,6 +224,8 @@ class Trainer {
   void stop_if_diverged(const std::string& what, double value, int64_t step) const;
   void checkpoint(const fs::path& dir);
   void snapshot(int64_t step);
+  const json& read_probe(int64_t step);
+  void replay_probe_readings();
   TrainResult finish();
 
   RunConfig config_;
@@ -224,7 +241,10 @@ class Trainer {
   const PrecisionChoice precision_ = choose_precision(t_.dtype, device_, cpu_flags());
   const TrainConfig step_config_ = with_dtype(t_, precision_.dtype);  // t_, dtype chosen
   Generators rng_{t_.seed};
-  torch::Tensor probe_;  // the induction probe, recorded at every eval; undefined without it
+  torch::Tensor probe_;        // the induction probe, read every probe_interval steps and at evals;
+                               // undefined without it
+  PhaseChangeDetector phase_;  // reads the probe
+  json last_probe_;            // the last reading's record
   torch::Tensor snapshot_text_;   // the snapshots' text probe; undefined when none are taken
   torch::Tensor snapshot_probe_;  // ... and their induction probe
   int64_t snapshots_taken_ = 0;
@@ -283,6 +303,7 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
   if (writer_) {
     fs::create_directories(out_);
     metrics_.emplace(out_ / "metrics.jsonl", state_.metrics_bytes, options_.resume);
+    if (options_.resume) replay_probe_readings();
   }
   spdlog::info("model: {:.2f}M parameters ({} layers, {} heads, n_embd {}, block {}, {} positions)",
                static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer,
@@ -396,7 +417,7 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
                  {"lr", learning_rate_at(step, t_)},
                  {"elapsed_s", seconds_since(started_)}};
   if (probe_.defined()) {
-    const json heads = probe_record(model_, probe_);
+    const json& heads = read_probe(step);
     spdlog::info(
         "  probe: loss {:.3f} on the repeat vs {:.3f} first time; top previous-token "
         "head {}, top induction head {}",
@@ -410,6 +431,43 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
   if (improved) state_.best_val_loss = val_loss_;
   checkpoint(out_);
   if (improved) checkpoint(out_ / "best");
+}
+
+// Reads the probe at `step` (once: an eval reuses the reading of its step), writes the
+// reading to metrics.jsonl, and feeds the phase-change detector, which logs, records and
+// keeps in state.json the phase change at the reading that completes it.
+const json& Trainer::read_probe(int64_t step) {
+  if (!last_probe_.is_null() && last_probe_.at("step").get<int64_t>() == step) return last_probe_;
+  json record = probe_record(model_, probe_);
+  record["step"] = step;
+  last_probe_ = record;
+  record["kind"] = "probe";
+  if (metrics_) metrics_->write(record);
+  if (const std::optional<PhaseChange> found = phase_.add(probe_reading(step, record))) {
+    progress_.clear();
+    spdlog::info("{}", found->summary());
+    state_.phase_change = found->to_json();
+    json event = state_.phase_change;
+    event["kind"] = "phase_change";
+    event["elapsed_s"] = seconds_since(started_);
+    if (metrics_) metrics_->write(event);
+  }
+  return last_probe_;
+}
+
+// A resumed run's detector reads again what the run read before its checkpoint: the probe
+// records of metrics.jsonl, cut at the checkpoint.
+void Trainer::replay_probe_readings() {
+  std::ifstream in(out_ / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || record.value("kind", "") != "probe") continue;
+    const int64_t step = record.at("step").get<int64_t>();
+    phase_.add(probe_reading(step, record));
+    last_probe_ = record;
+    last_probe_.erase("kind");
+  }
 }
 
 void Trainer::snapshot(int64_t step) {
@@ -480,6 +538,8 @@ TrainResult Trainer::run() {
   while (true) {
     const int64_t step = state_.step;
     const bool eval_due = step % t_.eval_interval == 0 || step == t_.max_iters;
+    if (probe_.defined() && t_.probe_interval > 0 && step % t_.probe_interval == 0)
+      read_probe(step);
     if (eval_due && state_.last_eval_step != step) evaluate_and_checkpoint(step);
     snapshot(step);
     if (step >= t_.max_iters) return finish();
@@ -522,6 +582,7 @@ TrainResult Trainer::finish() {
         steps, elapsed, step_seconds_sum_ * 1e3 / static_cast<double>(steps),
         elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss, out_.string());
   }
+  if (probe_.defined() && !phase_.found()) spdlog::info("{}", phase_.none_summary());
   if (snapshots_taken_ > 0) {
     spdlog::info(
         "snapshots of the heads: {} taken in {:.2f} s, {:.1f}% of this run's {:.1f} s ({})",

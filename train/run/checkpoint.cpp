@@ -366,6 +366,7 @@ void write_checkpoint_files(const fs::path& dir, const RunConfig& config,
               // Dropout needs no saved state: it is seeded from (seed, step, rank) at every step.
               {"rng", {{"train_batches", state.train_rng}, {"eval_batches", state.eval_rng}}},
               {"data", {{"epoch", state.epoch.epoch}, {"epoch_position", state.epoch.position}}},
+              {"phase_change", state.phase_change},
               {"versions", {{"tinylm", TINYLM_VERSION}, {"libtorch", TORCH_VERSION}}},
               {"files", manifest_of(dir, hashed)}};
   doc["checksum"] = state_checksum(doc);
@@ -489,6 +490,7 @@ TrainingState load_training_state(const fs::path& dir) {
       s.dtype = doc.at("precision").at("dtype").get<std::string>();
       s.dtype_reason = doc.at("precision").at("reason").get<std::string>();
     }
+    s.phase_change = doc.value("phase_change", json(nullptr));  // none before the detector
     if (doc.contains("data")) {  // runs from before epoch sampling have none
       s.epoch.epoch = doc.at("data").at("epoch").get<int64_t>();
       s.epoch.position = doc.at("data").at("epoch_position").get<int64_t>();

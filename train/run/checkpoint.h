@@ -17,7 +17,7 @@
 #include <string>
 
 #include <torch/torch.h>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 
 #include "data/batches.h"
 #include "data/io/checksum.h"
@@ -41,6 +41,7 @@ struct TrainingState {
   EpochPosition epoch;  // where epoch sampling stands (data.sampling = "epoch")
   std::string dtype;    // the matmuls' precision as chosen (train/precision.h); "" before
   std::string dtype_reason;
+  nlohmann::json phase_change;  // train/run/phase_change.h's, once found; null before
 };
 
 struct LoadedRun {

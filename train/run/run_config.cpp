@@ -157,6 +157,9 @@ std::vector<ConfigKey<TrainConfig>> train_keys() {
       key("snapshots", &T::snapshots, anything(),
           "record every head's patterns and scores at steps 0, 1, 2, 5, 10, 20, ... and at "
           "evals, in RUN/snapshots/, for the report"),
+      key("probe_interval", &T::probe_interval, at_least(0),
+          "steps between readings of the induction probe, which find the phase change as it "
+          "happens; 0 = at evals only"),
       key("seed", &T::seed, at_least(0), "init, batches, dropout and the probe"),
       key("dtype", &T::dtype, anything(),
           "precision of the matmuls (autocast); auto = bfloat16 where the CPU has AMX-BF16 or "

@@ -67,7 +67,8 @@ struct TrainConfig {
   int64_t eval_interval = 250;
   int64_t eval_iters = 20;
   int64_t log_interval = 10;
-  bool snapshots = true;  // train/run/snapshots.h
+  bool snapshots = true;        // train/run/snapshots.h
+  int64_t probe_interval = 25;  // train/run/phase_change.h; 0: at evals only
   int64_t seed = kDefaultSeed;
   Dtype dtype = Dtype::kAuto;  // train/precision.h chooses
   std::string device = "cpu";

@@ -136,9 +136,12 @@ TEST(Training, WritesTheRunDirectoryAndLearns) {
                            "best/model.safetensors", "best/state.json"}) {
     EXPECT_TRUE(std::filesystem::exists(options.out_dir / file)) << file;
   }
-  const std::vector<json> m = losses(options.out_dir);
-  const json first_eval = m.front(), last_eval = m.back();
-  EXPECT_EQ(first_eval["kind"], "eval");
+  std::vector<json> evals;
+  for (const json& record : losses(options.out_dir))
+    if (record["kind"] == "eval") evals.push_back(record);
+  ASSERT_FALSE(evals.empty());
+  const json first_eval = evals.front(), last_eval = evals.back();
+  EXPECT_EQ(first_eval["step"], 0);
   EXPECT_EQ(last_eval["step"], 40);
   EXPECT_LT(last_eval["val_loss"].get<double>(), first_eval["val_loss"].get<double>() - 0.5);
   const TrainingState state = load_training_state(options.out_dir);

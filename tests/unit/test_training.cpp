@@ -58,6 +58,7 @@ TEST_P(ResumedRun, EqualsUnbrokenRun) {
   RunConfig config = tiny_config(12);
   config.data.sampling = GetParam().first;
   config.train.optimizer = GetParam().second;
+  config.train.probe_interval = 3;  // readings the resumed run's detector replays
   TempDir unbroken, resumed;
   TrainOptions options;
   options.progress = false;
@@ -79,7 +80,8 @@ TEST_P(ResumedRun, EqualsUnbrokenRun) {
   EXPECT_EQ(train(config, options).outcome, TrainOutcome::kFinished);
 
   const std::vector<json> a = losses(unbroken.path() / "run"), b = losses(resumed.path() / "run");
-  ASSERT_EQ(a.size(), 12u + 4u);  // 12 train lines, evals at 0, 4, 8, 12
+  // 12 train lines, evals at 0, 4, 8, 12, probe readings at 0, 3, 4, 6, 8, 9, 12.
+  ASSERT_EQ(a.size(), 12u + 4u + 7u);
   EXPECT_EQ(a, b);
   const auto wa = load_safetensors(unbroken.path() / "run/model.safetensors").tensors;
   const auto wb = load_safetensors(resumed.path() / "run/model.safetensors").tensors;

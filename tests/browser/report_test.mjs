@@ -95,6 +95,12 @@ try {
   if (doc.priors.positions) check(await page.locator("canvas.prior-thumb").count() >= L * H, "position priors missing");
   const trainingCharts = await page.locator("#training-charts svg").count();
   check(expectTraining ? trainingCharts >= 1 : trainingCharts === 0, `training charts: ${trainingCharts}`);
+  // The phase change the training found, or that it found none.
+  if (expectTraining && doc.training.probe.length > 0) {
+    const said = await page.locator("#phase-change").textContent();
+    const pc = doc.training.phase_change;
+    check(said.startsWith(pc ? `Phase change at step ${pc.step}:` : "No phase change:"), `phase change line: "${said}"`);
+  }
   // Composition: an n x n table, the strongest pair (K first, then Q on a click), the graph.
   const c = doc.composition;
   check(await page.locator("#composition-table tbody tr").count() === L * H, "composition table does not list every head");

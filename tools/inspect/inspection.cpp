@@ -259,6 +259,7 @@ std::optional<TrainingCurves> read_training_curves(Inspection& out, const fs::pa
     return std::nullopt;
   }
   TrainingCurves curves;
+  std::vector<json> eval_probes;
   std::string line;
   int64_t line_number = 0, skipped = 0;
   while (std::getline(in, line)) {
@@ -270,17 +271,26 @@ std::optional<TrainingCurves> read_training_curves(Inspection& out, const fs::pa
       continue;
     }
     const int64_t step = record["step"].get<int64_t>();
-    if (record.value("kind", "") == "train" && record.contains("loss")) {
+    const std::string kind = record.value("kind", "");
+    if (kind == "train" && record.contains("loss")) {
       curves.train.emplace_back(step, record.value("loss", 0.0));
-    } else if (record.value("kind", "") == "eval") {
+    } else if (kind == "eval") {
       curves.eval.push_back({step, record.value("val_loss", 0.0), record.value("train_loss", 0.0)});
       if (record.contains("probe")) {
         json probe = record["probe"];
         probe["step"] = step;
-        curves.probe.push_back(probe);
+        eval_probes.push_back(probe);
       }
+    } else if (kind == "probe" || kind == "phase_change") {
+      json kept = record;
+      kept.erase("kind");
+      if (kind == "probe")
+        curves.probe.push_back(kept);
+      else
+        curves.phase_change = kept;
     }
   }
+  if (curves.probe.empty()) curves.probe = std::move(eval_probes);  // a run from before readings
   if (skipped > 0) {
     out.notes.push_back(std::to_string(skipped) + " of " + std::to_string(line_number) +
                         " lines of " + path.string() + " are not metrics records and were skipped");

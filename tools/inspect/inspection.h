@@ -100,7 +100,10 @@ struct TrainingCurves {
     double val_loss, train_loss;
   };
   std::vector<Eval> eval;
-  std::vector<nlohmann::json> probe;  // each eval's "probe" record, with its step
+  // The probe's readings (train/run/phase_change.h), each with its step: every
+  // probe_interval steps, or, in runs from before those, each eval's.
+  std::vector<nlohmann::json> probe;
+  nlohmann::json phase_change;  // its metrics.jsonl record, less kind; null when none was found
 };
 
 // The run's snapshots of the heads, gathered over steps.

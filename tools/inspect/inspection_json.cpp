@@ -348,7 +348,7 @@ json training_json(const TrainingCurves& c) {
   json train = json::array(), eval = json::array();
   for (const auto& [step, loss] : c.train) train.push_back({step, loss});
   for (const auto& e : c.eval) eval.push_back({e.step, e.val_loss, e.train_loss});
-  return {{"train", train}, {"eval", eval}, {"probe", c.probe}};
+  return {{"train", train}, {"eval", eval}, {"probe", c.probe}, {"phase_change", c.phase_change}};
 }
 
 }  // namespace

@@ -247,6 +247,11 @@ function chartBox(svg, series) {
 }
 const colors = ["#0969da", "#cf222e", "#1a7f37", "#8250df", "#bf8700", "#1b7c83", "#e16f24", "#6e7781"];
 
+// "1.0 (score 0.53, half of it at step 2750)": a head of the phase change.
+function formedHead(h) {
+  return head(h.layer, h.head) + " (score " + fmt(h.score) + (h.half_step < 0 ? ", at half of it from the first reading)" : ", half of it at step " + h.half_step + ")");
+}
+
 function training() {
   const box = $("training-charts");
   if (!data.training) { box.textContent = "No metrics.jsonl in this run: no training curves."; return; }
@@ -256,6 +261,10 @@ function training() {
                 {name: "val loss", points: t.eval.map((r) => [r[0], r[1]]), color: colors[1], width: 2}];
   box.appendChild(chartBox(lineChart("Loss (nats per token)", loss), loss));
   if (t.probe.length === 0) return;
+  const pc = t.phase_change;
+  $("phase-change").textContent = pc
+    ? "Phase change at step " + pc.step + ": the loss on the probe's repeat fell " + fmt(pc.drop) + " nats in " + (pc.end - pc.start) + " steps (" + pc.start + " to " + pc.end + "), as previous-token head " + formedHead(pc.previous_token) + " and induction head " + formedHead(pc.induction) + " formed. Found during training, at the reading that completed it."
+    : "No phase change: the loss on the probe's repeat never fell a nat below the first half's and settled (" + t.probe.length + " readings, to step " + t.probe[t.probe.length - 1].step + ").";
   for (const [key, title] of [["previous_token", "Previous-token score on the probe, per head"], ["induction", "Induction score on the probe, per head"]]) {
     const final = t.probe[t.probe.length - 1][key], series = [];
     const ranked = [];
@@ -268,6 +277,11 @@ function training() {
   }
   const probeLoss = [{name: "probe loss, first half", points: t.probe.map((r) => [r.step, r.loss_first_half]), color: colors[0], width: 2},
                      {name: "probe loss, repeat (induction loss)", points: t.probe.map((r) => [r.step, r.loss_second_half]), color: colors[1], width: 2}];
+  if (pc) {  // the drop's start and end, as two rules across the chart
+    const ys = probeLoss.flatMap((s) => s.points.map((p) => p[1])), lo = Math.min(...ys), hi = Math.max(...ys);
+    for (const x of [pc.start, pc.end])
+      probeLoss.push({name: "phase change (start, end)", points: [[x, lo], [x, hi]], color: "#6e7781", width: 1, legend: x === pc.start});
+  }
   box.appendChild(chartBox(lineChart("Induction probe loss (nats)", probeLoss), probeLoss));
 }
 

@@ -4,7 +4,7 @@
 // document, renders it, and adds what only a live page can: a prompt box, hovering a token
 // to light up where it reads in every head, clicking a head to ablate it, patching, streamed
 // sampling, and following a run while it trains. The API: docs/SERVE.md.
-/* global render, unpack, paint, el, visible, fmt, data */
+/* global render, unpack, paint, el, visible, fmt, head, data */
 
 const $ = (id) => document.getElementById(id);
 
@@ -194,6 +194,13 @@ async function refreshHeads() {
 }
 
 function announceFormed() {
+  // The phase change, once training has found it (train/run/phase_change.h).
+  const training = state.views.static.training, pc = training && training.phase_change;
+  if (pc && (!state.phaseChange || state.phaseChange.step !== pc.step)) {
+    state.phaseChange = pc;
+    state.announced.push("phase change at step " + pc.step + ": the repeat's loss fell " + fmt(pc.drop) + " nats in " + (pc.end - pc.start) + " steps; " + head(pc.previous_token.layer, pc.previous_token.head) + " previous-token, " + head(pc.induction.layer, pc.induction.head) + " induction formed");
+    $("lab-formed").textContent = state.announced.slice(-4).join(" \u00b7 ");
+  }
   const sn = state.views.static.snapshots;
   if (!sn) return;
   const before = state.formed;

@@ -26,6 +26,11 @@ Asserts, on the induction probe (random tokens repeated twice) and the val split
     induction head formed (their scores crossed half their last values), and the steps are
     printed. (Their order is not asserted: on this model the induction score crosses half its
     last one eval before the previous-token score does; docs/INSPECT.md.)
+  - the phase-change detector found the change during training (train/run/phase_change.h),
+    naming that previous-token head and a layer-1 induction head, and its drop took at most
+    half as long as the plateau before it (a plateau, then a sharp drop);
+  - a control run (when this script trains): the same config on the same 64 symbols drawn
+    with no repeats planted finds no phase change.
 Prints the figures either way.
 """
 import random
@@ -61,6 +66,9 @@ def main() -> int:
         doc = json.loads(inspect.stdout)
         patching = patch_induction(tinylm, run)
         if patching is None:
+            return 1
+        control = control_run(tinylm, source, Path(tmp)) if len(sys.argv) <= 3 else None
+        if control == "":
             return 1
 
     probe = doc["heads"]["probe"]
@@ -124,9 +132,49 @@ def main() -> int:
           f"at step {ind_formed} (snapshots at {doc['snapshots']['steps']})")
     if prev_formed is None or ind_formed is None:
         failures.append("the previous-token head or the induction head never formed in the snapshots")
+    pc = doc["training"]["phase_change"]
+    if pc is None:
+        failures.append("training found no phase change")
+    else:
+        named_prev = (pc["previous_token"]["layer"], pc["previous_token"]["head"])
+        named_ind = (pc["induction"]["layer"], pc["induction"]["head"])
+        print(f"phase change at step {pc['step']}: the repeat's loss fell {pc['drop']:.2f} nats in "
+              f"{pc['end'] - pc['start']} steps ({pc['start']} to {pc['end']}); previous-token head "
+              f"{named_prev[0]}.{named_prev[1]}, induction head {named_ind[0]}.{named_ind[1]}")
+        if named_prev != (0, prev_head):
+            failures.append(f"the phase change names previous-token head {named_prev}, not 0.{prev_head}")
+        if named_ind[0] != 1 or induction_l1[named_ind[1]] < 0.8:
+            failures.append(f"the phase change names {named_ind}, not a layer-1 induction head")
+        if not pc["end"] - pc["start"] <= pc["start"] / 2:
+            failures.append("the drop took more than half as long as the plateau: a smooth decline")
+    if control is not None:
+        print(f"control (no repeats): {control}")
+        if not control.startswith("no phase change"):
+            failures.append("the control run, with no repeats, found a phase change")
     for f in failures:
         print("FAILED:", f)
     return 1 if failures else 0
+
+
+def control_run(tinylm, source, tmp):
+    """The induction config on the same 64 symbols, uniformly random with no repeats planted:
+    the detector's line about the phase change ("no phase change ..."), or "" on failure."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    rng = random.Random(2026)
+    corpus = tmp / "no_repeats.txt"
+    corpus.write_text("".join(rng.choice(alphabet) for _ in range(1_000_000)))
+    run = tmp / "control"
+    r = subprocess.run([tinylm, "train", str(source / "configs/induction.toml"), "--out", str(run),
+                        "--data.source=file", f"--data.path={corpus}",
+                        f"--data.cache_dir={tmp / 'cache'}", "--train.snapshots=false"],
+                       capture_output=True, text=True)
+    said = [line for line in (r.stdout + r.stderr).splitlines() if "phase change" in line]
+    if r.returncode != 0 or not said:
+        print(r.stdout, r.stderr)
+        return ""
+    state = json.loads((run / "state.json").read_text())
+    line = said[-1].split("info ", 1)[-1]
+    return line if state.get("phase_change") is None else "found: " + line
 
 
 def patch_induction(tinylm, run):

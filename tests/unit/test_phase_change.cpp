@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
 
 #include "train/run/phase_change.h"
 
@@ -121,6 +125,53 @@ TEST(PhaseChange, ARiseSmallerThanANatIsNone) {
   for (int64_t step = 0; step <= 2000; step += 25)
     EXPECT_FALSE(detector.add(reading(step, 0.3 * linear_rise(step))));
   EXPECT_EQ(detector.none_summary(), "no phase change by step 2000: the repeat is worth 0.90 nats");
+}
+
+// A real curve: the probe readings of `tinylm train configs/induction.toml
+// --train.dtype=float32` (seed 1337, 2 cores, 2026-12-03), every 25 steps to step 8000, as
+// metrics.jsonl wrote them (tests/fixtures/induction_probe_readings.jsonl, losses rounded to
+// 4 decimals). The gap creeps from 0 to 0.3 by step 3400 (the plateau), rises to 2.4 by
+// 4400 and on to 3.2 by 4900.
+TEST(PhaseChange, TheInductionRunsCurveIsAPlateauThenASharpDrop) {
+  std::ifstream in(test::fixtures() / "induction_probe_readings.jsonl");
+  ASSERT_TRUE(in);
+  PhaseChangeDetector detector;
+  ProbeReading last;
+  int64_t found_at = -1;
+  const auto table = [](const nlohmann::json& rows) {
+    std::vector<double> flat;
+    for (const auto& row : rows)
+      for (const auto& v : row) flat.push_back(v.get<double>());
+    return torch::tensor(flat, torch::kFloat64).view({static_cast<int64_t>(rows.size()), -1});
+  };
+  for (std::string line; std::getline(in, line);) {
+    const auto r = nlohmann::json::parse(line);
+    last = {r["step"].get<int64_t>(), r["loss_first_half"].get<double>(),
+            r["loss_second_half"].get<double>(), table(r["previous_token"]), table(r["induction"])};
+    if (detector.add(last)) found_at = last.step;
+  }
+  EXPECT_EQ(last.step, 8000);
+  ASSERT_TRUE(detector.found());
+  const PhaseChange& pc = *detector.found();
+  std::printf("[curve] %s (start %lld, end %lld, found at step %lld)\n", pc.summary().c_str(),
+              static_cast<long long>(pc.start), static_cast<long long>(pc.end),
+              static_cast<long long>(found_at));
+  // Found as it happened: within a few hundred steps of the rise's end, not at the run's.
+  EXPECT_GE(found_at, 4300);
+  EXPECT_LE(found_at, 5000);
+  // The plateau's end where the gap leaves 0.3, the drop's end where it nears 2.4.
+  EXPECT_GE(pc.start, 3200);
+  EXPECT_LE(pc.start, 3600);
+  EXPECT_GE(pc.end, 4100);
+  EXPECT_LE(pc.end, 4600);
+  EXPECT_GT(pc.drop, 1.5);
+  EXPECT_LE(pc.end - pc.start, pc.start / 2) << "a plateau, then a sharp drop";
+  // The heads it names are the run's previous-token head in layer 0 and an induction head in
+  // layer 1 (the strongest at the end of training: 1.3).
+  EXPECT_EQ(pc.previous_token.layer, 0);
+  EXPECT_EQ(pc.previous_token.head, last.previous_token[0].argmax().item<int64_t>());
+  EXPECT_EQ(pc.induction.layer, 1);
+  EXPECT_GT(last.induction[1][pc.induction.head].item<double>(), 0.8);
 }
 
 }  // namespace

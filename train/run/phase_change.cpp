@@ -118,8 +118,9 @@ std::optional<PhaseChange> PhaseChangeDetector::add(ProbeReading reading) {
   return found_;
 }
 
-// The rise again from the centred medians: its low, the high after it, and the steps where
-// it passed a tenth, a half and nine tenths of the way.
+// The rise again from the centred medians: its low and the high after it place the step
+// half way up; the plateau is the median level before that step, and the drop runs from the
+// last reading a tenth of the way up from the plateau to the first a tenth below the high.
 PhaseChange PhaseChangeDetector::describe() const {
   const size_t n = readings_.size();
   std::vector<double> gap(n);
@@ -127,13 +128,15 @@ PhaseChange PhaseChangeDetector::describe() const {
   const size_t low = static_cast<size_t>(std::min_element(gap.begin(), gap.end()) - gap.begin());
   const size_t high = static_cast<size_t>(
       std::max_element(gap.begin() + static_cast<std::ptrdiff_t>(low), gap.end()) - gap.begin());
-  const double rise = gap[high] - gap[low];
-  size_t start = low;
-  for (size_t i = low; i <= high; ++i)
-    if (gap[i] <= gap[low] + 0.1 * rise) start = i;
-  size_t middle = start, end = start;
-  while (middle < n && gap[middle] < gap[low] + 0.5 * rise) ++middle;
-  while (end < n && gap[end] < gap[high] - 0.1 * rise) ++end;
+  size_t middle = low;
+  while (middle < high && gap[middle] < (gap[low] + gap[high]) / 2.0) ++middle;
+  std::vector<double> before(gap.begin(), gap.begin() + static_cast<std::ptrdiff_t>(middle) + 1);
+  std::nth_element(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(before.size() / 2),
+                   before.end());
+  const double plateau = before[before.size() / 2], rise = gap[high] - plateau;
+  size_t start = middle, end = middle;
+  while (start > 0 && gap[start] > plateau + 0.1 * rise) --start;
+  while (end < high && gap[end] < gap[high] - 0.1 * rise) ++end;
   PhaseChange p;
   p.start = readings_[start].step;
   p.step = readings_[middle].step;

@@ -598,8 +598,9 @@ bool holds_a_checkpoint(const fs::path& out) {
 }
 
 // What a start killed before its first checkpoint committed leaves, and a new start may
-// replace: the locks, the staged checkpoint, and the metrics log, which then holds at most the
-// first evaluation's line (later lines follow a checkpoint). A longer log is not ours to drop.
+// replace: the locks, the staged checkpoint, and the metrics log, which then holds only
+// records of step 0 (the probe's reading and the first eval; the first checkpoint is step
+// 0's). A log with any other line is not ours to drop.
 bool left_by_a_failed_start(const fs::path& entry) {
   const std::string name = entry.filename().string();
   if (name == TrainingLock::kFileName || name == ".checkpoint.lock" || name == ".checkpoint-next") {
@@ -607,10 +608,11 @@ bool left_by_a_failed_start(const fs::path& entry) {
   }
   if (name != "metrics.jsonl" || !fs::is_regular_file(entry)) return false;
   std::ifstream in(entry);
-  std::string line;
-  int lines = 0;
-  while (std::getline(in, line) && lines < 2) ++lines;
-  return lines <= 1;
+  for (std::string line; std::getline(in, line);) {
+    const json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object() || record.value("step", json()) != json(0)) return false;
+  }
+  return true;
 }
 
 }  // namespace

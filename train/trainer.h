@@ -49,7 +49,7 @@ struct TrainResult {
 // Throws std::runtime_error unless `out` may be trained into, deciding before anything is
 // written there: a new run (`resume` false) needs a new or empty directory, or one that holds
 // only what a start killed before its first checkpoint left (locks, the staged
-// checkpoint, a metrics log of one line); a resume needs a run, or a checkpoint a kill left
+// checkpoint, a metrics log of step 0's records); a resume needs a run, or a checkpoint a kill left
 // committed but not moved into place. `writer`: rank 0, which writes the directory.
 void check_run_directory(const std::filesystem::path& out, bool resume, bool writer);
 

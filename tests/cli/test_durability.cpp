@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "data/io/files.h"
@@ -199,19 +200,32 @@ TEST(Durability, AKillDuringTheFirstCheckpointLeavesANewStartOrAResume) {
   const fs::path config = write_every_step_config(dir.path(), 2);
   const fs::path whole = dir / "whole";
   ASSERT_EQ(run_tinylm({"train", config.string(), "--out", whole.string()}).exit_code, 0);
-  const std::string log = test::read_text(whole / "metrics.jsonl");
-  const std::string first_eval = log.substr(0, log.find('\n') + 1);
+  // What the start writes before its first checkpoint: step 0's records (the probe's
+  // reading, the first eval); and the first line after it.
+  std::string at_start, after_start;
+  {
+    std::istringstream lines(test::read_text(whole / "metrics.jsonl"));
+    for (std::string line; std::getline(lines, line);) {
+      if (nlohmann::json::parse(line)["step"] == 0) {
+        at_start += line + "\n";
+      } else if (after_start.empty()) {
+        after_start = line + "\n";
+      }
+    }
+  }
+  ASSERT_FALSE(at_start.empty());
+  ASSERT_FALSE(after_start.empty());
   const auto train = [&](const fs::path& run, bool resume) {
     std::vector<std::string> words = {"train", config.string(), "--out", run.string()};
     if (resume) words.push_back("--resume");
     return run_tinylm(words);
   };
 
-  // Before the commit point: the first eval's line, the locks, a staged checkpoint.
+  // Before the commit point: step 0's records, the locks, a staged checkpoint.
   const fs::path staged = dir / "staged";
   fs::create_directories(staged / ".checkpoint-next");
   fs::copy_file(whole / "model.safetensors", staged / ".checkpoint-next/model.safetensors");
-  test::write_text(staged / "metrics.jsonl", first_eval);
+  test::write_text(staged / "metrics.jsonl", at_start);
   test::write_text(staged / "train.lock", "");
   test::write_text(staged / ".checkpoint.lock", "");
   const auto again = train(staged, false);
@@ -223,15 +237,15 @@ TEST(Durability, AKillDuringTheFirstCheckpointLeavesANewStartOrAResume) {
     return std::count(text.begin(), text.end(), '\n');
   };
   EXPECT_EQ(lines(staged / "metrics.jsonl"), lines(whole / "metrics.jsonl"));  // begun afresh
-  // A log longer than a first eval's is not a failed start's, and is kept.
+  // A log that goes past step 0 is not a failed start's, and is kept.
   const fs::path logged = dir / "logged";
   fs::create_directories(logged);
-  test::write_text(logged / "metrics.jsonl", first_eval + first_eval);
+  test::write_text(logged / "metrics.jsonl", at_start + after_start);
   const auto refused = train(logged, false);
   EXPECT_EQ(refused.exit_code, 1) << refused.output;
   EXPECT_NE(refused.output.find("is not a tinylm run (it holds metrics.jsonl)"), std::string::npos)
       << refused.output;
-  EXPECT_EQ(test::read_text(logged / "metrics.jsonl"), first_eval + first_eval);
+  EXPECT_EQ(test::read_text(logged / "metrics.jsonl"), at_start + after_start);
 
   // After the commit point, before state.json moved: a run, which --resume finishes.
   const fs::path committed = dir / "committed";

@@ -193,14 +193,18 @@ async function refreshHeads() {
   show();
 }
 
+// The phase change, once training has found it (train/run/phase_change.h): from the live
+// metrics as it is written, or from the training view of a run that has one.
+function announcePhaseChange(pc) {
+  if (!pc || (state.phaseChange && state.phaseChange.step === pc.step)) return;
+  state.phaseChange = pc;
+  state.announced.push("phase change at step " + pc.step + ": the repeat's loss fell " + fmt(pc.drop) + " nats in " + (pc.end - pc.start) + " steps; " + head(pc.previous_token.layer, pc.previous_token.head) + " previous-token, " + head(pc.induction.layer, pc.induction.head) + " induction formed");
+  $("lab-formed").textContent = state.announced.slice(-4).join(" \u00b7 ");
+}
+
 function announceFormed() {
-  // The phase change, once training has found it (train/run/phase_change.h).
-  const training = state.views.static.training, pc = training && training.phase_change;
-  if (pc && (!state.phaseChange || state.phaseChange.step !== pc.step)) {
-    state.phaseChange = pc;
-    state.announced.push("phase change at step " + pc.step + ": the repeat's loss fell " + fmt(pc.drop) + " nats in " + (pc.end - pc.start) + " steps; " + head(pc.previous_token.layer, pc.previous_token.head) + " previous-token, " + head(pc.induction.layer, pc.induction.head) + " induction formed");
-    $("lab-formed").textContent = state.announced.slice(-4).join(" \u00b7 ");
-  }
+  const training = state.views.static.training;
+  announcePhaseChange(training && training.phase_change);
   const sn = state.views.static.snapshots;
   if (!sn) return;
   const before = state.formed;
@@ -268,6 +272,7 @@ function follow() {
   };
   live.addEventListener("metrics", (e) => {
     const m = JSON.parse(e.data);
+    if (m.kind === "phase_change") { announcePhaseChange(m); return; }
     const badge = $("lab-live");
     badge.classList.add("on");
     badge.textContent = "training: step " + m.step + (m.loss !== undefined ? ", loss " + fmt(m.loss) : m.val_loss !== undefined ? ", val loss " + fmt(m.val_loss) : "");
@@ -281,6 +286,7 @@ async function openRun(id) {
   state.run = id;
   state.views = {};
   state.formed = null;
+  state.phaseChange = null;
   state.announced = [];
   state.ablated.clear();
   follow();

@@ -98,22 +98,22 @@ double PhaseChangeDetector::smoothed_second_half(size_t i) const {
 
 std::optional<PhaseChange> PhaseChangeDetector::add(ProbeReading reading) {
   readings_.push_back(std::move(reading));
+  const size_t n = readings_.size(), w = static_cast<size_t>(kSettle);
+  // A causal median never changes once made: the low, the high after it and the fastest
+  // rise follow it reading by reading.
+  gaps_.push_back(smoothed_gap(n - 1, true));
+  if (gaps_[n - 1] < gaps_[low_]) {
+    low_ = high_ = n - 1;
+  } else if (gaps_[n - 1] > gaps_[high_]) {
+    high_ = n - 1;
+  }
+  if (n > w) fastest_ = std::max(fastest_, gaps_[n - 1] - gaps_[n - 1 - w]);
   if (found_) return std::nullopt;
-  const size_t n = readings_.size();
-  std::vector<double> gap(n);
-  for (size_t i = 0; i < n; ++i) gap[i] = smoothed_gap(i, true);
-  const size_t low = static_cast<size_t>(std::min_element(gap.begin(), gap.end()) - gap.begin());
-  const size_t high = static_cast<size_t>(
-      std::max_element(gap.begin() + static_cast<std::ptrdiff_t>(low), gap.end()) - gap.begin());
-  const double rise = gap[high] - gap[low];
-  if (rise < kMinRise || n < static_cast<size_t>(kSettle)) return std::nullopt;
+  const double rise = gaps_[high_] - gaps_[low_];
   // Settled: near the high, and rising over the last kSettle readings at less than a fifth
   // of the fastest rise over as many readings so far.
-  const size_t w = static_cast<size_t>(kSettle);
-  if (n <= w || gap[n - 1] < gap[high] - 0.1 * rise) return std::nullopt;
-  double fastest = 0.0;
-  for (size_t i = w; i < n; ++i) fastest = std::max(fastest, gap[i] - gap[i - w]);
-  if (gap[n - 1] - gap[n - 1 - w] >= fastest / 5.0) return std::nullopt;
+  if (rise < kMinRise || n <= w || gaps_[n - 1] < gaps_[high_] - 0.1 * rise) return std::nullopt;
+  if (gaps_[n - 1] - gaps_[n - 1 - w] >= fastest_ / 5.0) return std::nullopt;
   found_ = describe();
   return found_;
 }

@@ -79,6 +79,9 @@ class PhaseChangeDetector {
   PhaseChange describe() const;
 
   std::vector<ProbeReading> readings_;
+  std::vector<double> gaps_;   // the causal medians, one per reading
+  size_t low_ = 0, high_ = 0;  // the lowest of gaps_, and the highest after it
+  double fastest_ = 0.0;       // the largest rise of gaps_ over kSettle readings
   std::optional<PhaseChange> found_;
 };
 

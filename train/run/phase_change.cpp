@@ -178,7 +178,7 @@ PhaseChange PhaseChangeDetector::describe() const {
 std::string PhaseChangeDetector::none_summary() const {
   if (readings_.empty()) return "no phase change: the induction probe never ran";
   return fmt::format("no phase change by step {}: the repeat is worth {:.2f} nats",
-                     readings_.back().step, smoothed_gap(readings_.size() - 1, true));
+                     readings_.back().step, gaps_.back());
 }
 
 }  // namespace tinylm

@@ -71,7 +71,6 @@ class PhaseChangeDetector {
   const std::optional<PhaseChange>& found() const { return found_; }
   // "no phase change by step 700: the repeat is worth 0.02 nats"
   std::string none_summary() const;
-  size_t readings() const { return readings_.size(); }
 
  private:
   double smoothed_gap(size_t i, bool causal) const;

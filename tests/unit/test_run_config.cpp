@@ -51,7 +51,8 @@ TEST(RunConfig, ShippedConfigsLoad) {
   EXPECT_DOUBLE_EQ(gpu.train.learning_rate, 1e-3);
   EXPECT_EQ(gpu.train.device, "cuda");
   EXPECT_EQ(gpu.train.dtype, Dtype::kBfloat16);
-  for (const char* name : {"tiny", "shakespeare_bpe", "tinystories", "induction"}) {
+  for (const char* name :
+       {"tiny", "shakespeare_bpe", "tinystories", "induction", "induction_four_heads"}) {
     EXPECT_NO_THROW(load_run_config(test::source_dir() / "configs" / (std::string(name) + ".toml")))
         << name;
   }
@@ -108,6 +109,13 @@ TEST(RunConfig, OutOfRangeValuesAreErrors) {
                 .find("learned, sinusoidal, rope, none, relative, alibi"),
             std::string::npos);
   EXPECT_NE(load_error("[sample]\ntop_p = 0\n").find("sample.top_p"), std::string::npos);
+  EXPECT_NE(load_error("[data]\nsource = \"induction\"\ninduction_symbols = 65\n")
+                .find("data.induction_symbols must be in [2, 64] (got 65)"),
+            std::string::npos);
+  EXPECT_NE(load_error("[data]\nsource = \"induction\"\ninduction_repeat_min = 9\n"
+                       "induction_repeat_max = 8\n")
+                .find("data.induction_repeat_max (8) must be >= data.induction_repeat_min (9)"),
+            std::string::npos);
 }
 
 TEST(RunConfig, OverridesUseTheSameNames) {

@@ -92,6 +92,15 @@ bool symbols_are_clean(const ConfigValue& v) {
   return true;
 }
 
+}  // namespace
+
+InductionShape DataConfig::induction_shape() const {
+  return {static_cast<int>(induction_prefix_max), static_cast<int>(induction_repeat_min),
+          static_cast<int>(induction_repeat_max), static_cast<int>(induction_symbols)};
+}
+
+namespace {
+
 std::vector<ConfigKey<DataConfig>> data_keys() {
   using D = DataConfig;
   return {
@@ -103,6 +112,14 @@ std::vector<ConfigKey<DataConfig>> data_keys() {
           "a separate validation corpus (file or directory); empty: split data.path"),
       key("synthetic_size", &D::synthetic_size, between(1000, 1e9),
           "characters of a generated corpus (from train.seed)"),
+      key("induction_prefix_max", &D::induction_prefix_max, between(0, 1e6),
+          "the induction corpus: random symbols before each segment, 0 to this many"),
+      key("induction_repeat_min", &D::induction_repeat_min, between(1, 1e6),
+          "the induction corpus: the shortest segment that repeats"),
+      key("induction_repeat_max", &D::induction_repeat_max, between(1, 1e6),
+          "the induction corpus: the longest segment that repeats"),
+      key("induction_symbols", &D::induction_symbols, between(2, kInductionAlphabetSize),
+          "the induction corpus: symbols drawn from (the vocabulary)"),
       key("train_fraction", &D::train_fraction, between(0, 1, "()"),
           "without val_path: the first part of the tokens trains, the rest validates"),
       key("tokenizer", &D::tokenizer, anything(),
@@ -297,6 +314,10 @@ void RunConfig::validate() const {
   require(data.tokenizer != TokenizerKind::kGpt2 || !data.tokenizer_model.empty(),
           "data.tokenizer = \"gpt2\" needs data.tokenizer_model: the directory holding GPT-2's "
           "vocab.json and merges.txt");
+  require(data.induction_repeat_max >= data.induction_repeat_min,
+          "data.induction_repeat_max (" + std::to_string(data.induction_repeat_max) +
+              ") must be >= data.induction_repeat_min (" +
+              std::to_string(data.induction_repeat_min) + ")");
   require(data.source != DataSource::kInduction || data.tokenizer == TokenizerKind::kChar ||
               data.tokenizer == TokenizerKind::kByte,
           "data.source = \"induction\" needs data.tokenizer = \"char\" or \"byte\"");

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/induction_corpus.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
 #include "model/generate.h"
@@ -36,6 +37,10 @@ struct DataConfig {
   std::string path;  // in a config file, relative to its directory (so are the paths below)
   std::string val_path;
   int64_t synthetic_size = 1000000;
+  int64_t induction_prefix_max = 24;  // the generated corpus's shape (data/induction_corpus.h)
+  int64_t induction_repeat_min = 2;
+  int64_t induction_repeat_max = 32;
+  int64_t induction_symbols = 64;
   double train_fraction = 0.9;
   TokenizerKind tokenizer = TokenizerKind::kChar;
   std::string tokenizer_model;
@@ -46,6 +51,8 @@ struct DataConfig {
   std::vector<std::string> user_defined_symbols;
   Sampling sampling = Sampling::kRandom;
   std::string cache_dir;  // empty: cache/<config name> in the working directory
+
+  InductionShape induction_shape() const;
 };
 
 struct TrainConfig {

@@ -127,7 +127,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const DataConfig& d) {
 // The generated corpus, tokenized in memory and split by data.train_fraction.
 RunData synthetic_data(const RunConfig& config, std::shared_ptr<const Tokenizer> tokenizer) {
   const std::string text =
-      induction_corpus(config.data.synthetic_size, static_cast<uint64_t>(config.train.seed));
+      induction_corpus(config.data.synthetic_size, static_cast<uint64_t>(config.train.seed),
+                       config.data.induction_shape());
   if (!tokenizer) {
     tokenizer = config.data.tokenizer == TokenizerKind::kByte
                     ? std::shared_ptr<const Tokenizer>(make_byte_tokenizer())
@@ -149,8 +150,13 @@ RunData synthetic_data(const RunConfig& config, std::shared_ptr<const Tokenizer>
 
 std::string describe_corpus(const RunConfig& config) {
   if (config.data.source == DataSource::kInduction) {
+    const InductionShape shape = config.data.induction_shape();
     return "the synthetic induction corpus (" + std::to_string(config.data.synthetic_size) +
-           " characters, seed " + std::to_string(config.train.seed) + ")";
+           " characters, seed " + std::to_string(config.train.seed) + "; " +
+           (shape.prefix_max > 0 ? "prefixes of 0-" + std::to_string(shape.prefix_max) + ", "
+                                 : std::string()) +
+           "repeats of " + std::to_string(shape.repeat_min) + "-" +
+           std::to_string(shape.repeat_max) + ", " + std::to_string(shape.symbols) + " symbols)";
   }
   return config.data.path;
 }

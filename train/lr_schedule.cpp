@@ -10,9 +10,11 @@ double learning_rate_at(int64_t step, const TrainConfig& c) {
     return c.learning_rate * static_cast<double>(step + 1) /
            static_cast<double>(c.warmup_iters + 1);
   }
+  const int64_t decay_from = c.warmup_iters + c.stable_iters;
+  if (step < decay_from) return c.learning_rate;
   if (step > c.lr_decay_iters) return c.min_lr;
-  const double ratio = static_cast<double>(step - c.warmup_iters) /
-                       static_cast<double>(c.lr_decay_iters - c.warmup_iters);
+  const double ratio = static_cast<double>(step - decay_from) /
+                       static_cast<double>(c.lr_decay_iters - decay_from);
   const double coeff = 0.5 * (1.0 + std::cos(M_PI * ratio));  // 1 -> 0
   return c.min_lr + coeff * (c.learning_rate - c.min_lr);
 }

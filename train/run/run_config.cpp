@@ -154,8 +154,10 @@ std::vector<ConfigKey<TrainConfig>> train_keys() {
       key("learning_rate", &T::learning_rate, above(0), "AdamW's peak rate"),
       key("decay_lr", &T::decay_lr, anything(), "linear warmup, then cosine to min_lr"),
       key("warmup_iters", &T::warmup_iters, at_least(0), "steps of linear warmup"),
+      key("stable_iters", &T::stable_iters, at_least(0),
+          "steps at learning_rate after the warmup, before the cosine starts"),
       key("lr_decay_iters", &T::lr_decay_iters, anything(),
-          "the step where the cosine reaches min_lr; > warmup_iters"),
+          "the step where the cosine reaches min_lr; > warmup_iters + stable_iters"),
       key("min_lr", &T::min_lr, at_least(0), "the final rate; <= learning_rate"),
       key("beta1", &T::beta1, between(0, 1, "[)"), "AdamW"),
       key("beta2", &T::beta2, between(0, 1, "[)"), "AdamW"),
@@ -324,9 +326,10 @@ void RunConfig::validate() const {
   const TrainConfig& t = train;
   require(t.min_lr <= t.learning_rate, "train.min_lr must be in [0, train.learning_rate] (got " +
                                            config_value_text(t.min_lr) + ")");
-  require(!t.decay_lr || t.lr_decay_iters > t.warmup_iters,
+  require(!t.decay_lr || t.lr_decay_iters > t.warmup_iters + t.stable_iters,
           "train.lr_decay_iters (" + std::to_string(t.lr_decay_iters) +
-              ") must be greater than train.warmup_iters (" + std::to_string(t.warmup_iters) + ")");
+              ") must be greater than train.warmup_iters + train.stable_iters (" +
+              std::to_string(t.warmup_iters + t.stable_iters) + ")");
 }
 
 namespace {

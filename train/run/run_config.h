@@ -62,6 +62,7 @@ struct TrainConfig {
   double learning_rate = 1e-3;
   bool decay_lr = true;
   int64_t warmup_iters = 100;
+  int64_t stable_iters = 0;
   int64_t lr_decay_iters = 2000;
   double min_lr = 1e-4;
   double beta1 = 0.9;

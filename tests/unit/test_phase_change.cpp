@@ -127,29 +127,38 @@ TEST(PhaseChange, ARiseSmallerThanANatIsNone) {
   EXPECT_EQ(detector.none_summary(), "no phase change by step 2000: the repeat is worth 0.90 nats");
 }
 
-// A real curve: the probe readings of `tinylm train configs/induction.toml
-// --train.dtype=float32` (seed 1337, 2 cores, 2026-12-03), every 25 steps to step 8000, as
-// metrics.jsonl wrote them (tests/fixtures/induction_probe_readings.jsonl, losses rounded to
-// 4 decimals). The gap creeps from 0 to 0.3 by step 3400 (the plateau), rises to 2.4 by
-// 4400 and on to 3.2 by 4900.
-TEST(PhaseChange, TheInductionRunsCurveIsAPlateauThenASharpDrop) {
-  std::ifstream in(test::fixtures() / "induction_probe_readings.jsonl");
-  ASSERT_TRUE(in);
-  PhaseChangeDetector detector;
-  ProbeReading last;
-  int64_t found_at = -1;
+// The readings of a fixture, one JSON object a line, as metrics.jsonl's probe records.
+std::vector<ProbeReading> read_curve(const std::string& name) {
+  std::ifstream in(test::fixtures() / name);
+  EXPECT_TRUE(in) << name;
   const auto table = [](const nlohmann::json& rows) {
     std::vector<double> flat;
     for (const auto& row : rows)
       for (const auto& v : row) flat.push_back(v.get<double>());
     return torch::tensor(flat, torch::kFloat64).view({static_cast<int64_t>(rows.size()), -1});
   };
+  std::vector<ProbeReading> curve;
   for (std::string line; std::getline(in, line);) {
     const auto r = nlohmann::json::parse(line);
-    last = {r["step"].get<int64_t>(), r["loss_first_half"].get<double>(),
-            r["loss_second_half"].get<double>(), table(r["previous_token"]), table(r["induction"])};
-    if (detector.add(last)) found_at = last.step;
+    curve.push_back({r["step"].get<int64_t>(), r["loss_first_half"].get<double>(),
+                     r["loss_second_half"].get<double>(), table(r["previous_token"]),
+                     table(r["induction"])});
   }
+  return curve;
+}
+
+// A real curve: the probe readings of `tinylm train configs/induction_four_heads.toml
+// --train.dtype=float32` (seed 1337, 2 cores, 2026-12-03), every 25 steps to step 8000, as
+// metrics.jsonl wrote them (tests/fixtures/induction_probe_readings.jsonl, losses rounded to
+// 4 decimals). The gap creeps from 0 to 0.3 by step 3400 (the plateau), rises to 2.4 by
+// 4400 and on to 3.2 by 4900.
+TEST(PhaseChange, TheInductionRunsCurveIsAPlateauThenASharpDrop) {
+  PhaseChangeDetector detector;
+  int64_t found_at = -1;
+  const std::vector<ProbeReading> curve = read_curve("induction_probe_readings.jsonl");
+  for (const ProbeReading& r : curve)
+    if (detector.add(r)) found_at = r.step;
+  const ProbeReading& last = curve.back();
   EXPECT_EQ(last.step, 8000);
   ASSERT_TRUE(detector.found());
   const PhaseChange& pc = *detector.found();
@@ -172,6 +181,31 @@ TEST(PhaseChange, TheInductionRunsCurveIsAPlateauThenASharpDrop) {
   EXPECT_EQ(pc.previous_token.head, last.previous_token[0].argmax().item<int64_t>());
   EXPECT_EQ(pc.induction.layer, 1);
   EXPECT_GT(last.induction[1][pc.induction.head].item<double>(), 0.8);
+}
+
+// The config's own curve: `tinylm train configs/induction.toml` (one head a layer, seed 1337,
+// float32, 2 cores, 2026-12-03), every 25 steps to 3000
+// (tests/fixtures/induction_one_head_probe_readings.jsonl). It logged the change at step 1900:
+// a plateau to 1425, the drop over by 1775.
+TEST(PhaseChange, TheOneHeadInductionRunsCurveIsFoundWithinItsDrop) {
+  PhaseChangeDetector detector;
+  int64_t found_at = -1;
+  const std::vector<ProbeReading> curve = read_curve("induction_one_head_probe_readings.jsonl");
+  for (const ProbeReading& r : curve)
+    if (detector.add(r)) found_at = r.step;
+  ASSERT_EQ(curve.back().step, 3000);
+  ASSERT_TRUE(detector.found());
+  const PhaseChange& pc = *detector.found();
+  EXPECT_EQ(found_at, 1900);
+  EXPECT_EQ(pc.start, 1425);
+  EXPECT_EQ(pc.end, 1775);
+  EXPECT_EQ(pc.step, 1675);
+  EXPECT_GT(pc.drop, 2.5);
+  EXPECT_LE(pc.end - pc.start, pc.start / 2) << "a plateau, then a sharp drop";
+  EXPECT_EQ(pc.previous_token.layer, 0);
+  EXPECT_EQ(pc.previous_token.head, 0);
+  EXPECT_EQ(pc.induction.layer, 1);
+  EXPECT_EQ(pc.induction.head, 0);
 }
 
 }  // namespace

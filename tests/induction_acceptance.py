@@ -69,11 +69,12 @@ def main() -> int:
                 if not train(tinylm, config, run, [f"--train.seed={seed}"]):
                     return 1
         for seed, run in runs.items():
-            print(f"== seed {seed}" if seed is not None else f"== {run}")
+            label = f"seed {seed}" if seed is not None else str(run)
+            print(f"== {label}")
             found = check_run(tinylm, run)
             if found is None:
                 return 1
-            failures += [f"seed {seed}: {f}" for f in found]
+            failures += [f"{label}: {f}" for f in found]
         if len(sys.argv) <= 3:
             failures += check_resume(tinylm, config, runs[SEEDS[0]], Path(tmp) / "resumed")
             control = control_run(tinylm, config, Path(tmp))

@@ -147,21 +147,32 @@ std::vector<ProbeReading> read_curve(const std::string& name) {
   return curve;
 }
 
+// A fixture's readings fed to a detector, one by one, as training feeds them.
+struct Replay {
+  std::vector<ProbeReading> curve;
+  PhaseChangeDetector detector;
+  int64_t found_at = -1;  // the reading at which the detector spoke
+};
+
+Replay replay(const std::string& name) {
+  Replay r{read_curve(name), {}, -1};
+  for (const ProbeReading& reading : r.curve)
+    if (r.detector.add(reading)) r.found_at = reading.step;
+  return r;
+}
+
 // A real curve: the probe readings of `tinylm train configs/induction_four_heads.toml
 // --train.dtype=float32` (seed 1337, 2 cores, 2026-12-03), every 25 steps to step 8000, as
 // metrics.jsonl wrote them (tests/fixtures/induction_probe_readings.jsonl, losses rounded to
 // 4 decimals). The gap creeps from 0 to 0.3 by step 3400 (the plateau), rises to 2.4 by
 // 4400 and on to 3.2 by 4900.
 TEST(PhaseChange, TheInductionRunsCurveIsAPlateauThenASharpDrop) {
-  PhaseChangeDetector detector;
-  int64_t found_at = -1;
-  const std::vector<ProbeReading> curve = read_curve("induction_probe_readings.jsonl");
-  for (const ProbeReading& r : curve)
-    if (detector.add(r)) found_at = r.step;
-  const ProbeReading& last = curve.back();
+  const Replay run = replay("induction_probe_readings.jsonl");
+  const int64_t found_at = run.found_at;
+  const ProbeReading& last = run.curve.back();
   EXPECT_EQ(last.step, 8000);
-  ASSERT_TRUE(detector.found());
-  const PhaseChange& pc = *detector.found();
+  ASSERT_TRUE(run.detector.found());
+  const PhaseChange& pc = *run.detector.found();
   std::printf("[curve] %s (start %lld, end %lld, found at step %lld)\n", pc.summary().c_str(),
               static_cast<long long>(pc.start), static_cast<long long>(pc.end),
               static_cast<long long>(found_at));
@@ -188,15 +199,11 @@ TEST(PhaseChange, TheInductionRunsCurveIsAPlateauThenASharpDrop) {
 // (tests/fixtures/induction_one_head_probe_readings.jsonl). It logged the change at step 1900:
 // a plateau to 1425, the drop over by 1775.
 TEST(PhaseChange, TheOneHeadInductionRunsCurveIsFoundWithinItsDrop) {
-  PhaseChangeDetector detector;
-  int64_t found_at = -1;
-  const std::vector<ProbeReading> curve = read_curve("induction_one_head_probe_readings.jsonl");
-  for (const ProbeReading& r : curve)
-    if (detector.add(r)) found_at = r.step;
-  ASSERT_EQ(curve.back().step, 3000);
-  ASSERT_TRUE(detector.found());
-  const PhaseChange& pc = *detector.found();
-  EXPECT_EQ(found_at, 1900);
+  const Replay run = replay("induction_one_head_probe_readings.jsonl");
+  ASSERT_EQ(run.curve.back().step, 3000);
+  ASSERT_TRUE(run.detector.found());
+  const PhaseChange& pc = *run.detector.found();
+  EXPECT_EQ(run.found_at, 1900);
   EXPECT_EQ(pc.start, 1425);
   EXPECT_EQ(pc.end, 1775);
   EXPECT_EQ(pc.step, 1675);

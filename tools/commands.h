@@ -22,5 +22,6 @@ Command add_keys_command(CLI::App& app);
 Command add_import_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
+Command add_features_command(CLI::App& app);
 
 }  // namespace tinylm

@@ -81,7 +81,8 @@ int main(int argc, char** argv) {
       {"eval", tinylm::add_eval_command(app)},       {"inspect", tinylm::add_inspect_command(app)},
       {"prepare", tinylm::add_prepare_command(app)}, {"bench", tinylm::add_bench_command(app)},
       {"import", tinylm::add_import_command(app)},   {"export", tinylm::add_export_command(app)},
-      {"keys", tinylm::add_keys_command(app)},       {"serve", tinylm::add_serve_command(app)}};
+      {"keys", tinylm::add_keys_command(app)},       {"serve", tinylm::add_serve_command(app)},
+      {"features", tinylm::add_features_command(app)}};
   if (refused_unknown_subcommand(argc, argv, app, commands)) return 2;
   try {
     app.parse(argc, argv);

@@ -27,9 +27,19 @@ struct SparseAutoencoder {
   // Decoder rows drawn at random and made unit; the encoder their transpose (Gao et al.'s
   // initialisation: every feature starts reading the direction it writes); biases 0.
   SparseAutoencoder(const SaeShape& shape, at::Generator& generator);
+  // From saved weights (float32 copies, requiring grad); throws std::invalid_argument naming
+  // the tensor whose shape does not fit `shape`.
+  SparseAutoencoder(const SaeShape& shape, const torch::Tensor& W_enc, const torch::Tensor& W_dec,
+                    const torch::Tensor& b_enc, const torch::Tensor& b_dec);
 
   // (..., d_in) -> (..., width), at most k nonzero in each row.
   torch::Tensor encode(const torch::Tensor& x) const;
+  // The same code as its k largest entries: values (..., k) >= 0 (a zero one is inactive)
+  // and their features' indices (..., k).
+  struct SparseCode {
+    torch::Tensor values, indices;
+  };
+  SparseCode encode_sparse(const torch::Tensor& x) const;
   // (..., width) -> (..., d_in).
   torch::Tensor decode(const torch::Tensor& z) const;
 
@@ -42,8 +52,13 @@ struct SparseAutoencoder {
 };
 
 // One optimizer step on a batch (N, d_in): the summed squared reconstruction error, averaged
-// over rows, then the decoder renormalised. Returns that loss, before the step.
-double train_sae_step(SparseAutoencoder& sae, torch::optim::Optimizer& optimizer,
-                      const torch::Tensor& batch);
+// over rows, then the decoder renormalised. Returns that loss, before the step, and which
+// features fired in the batch.
+struct SaeStep {
+  double loss = 0.0;
+  torch::Tensor fired;  // (width,) bool
+};
+SaeStep train_sae_step(SparseAutoencoder& sae, torch::optim::Optimizer& optimizer,
+                       const torch::Tensor& batch);
 
 }  // namespace tinylm

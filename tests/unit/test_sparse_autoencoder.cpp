@@ -66,7 +66,7 @@ TEST(SparseAutoencoder, RecoversPlantedSparseDirections) {
   torch::optim::Adam optimizer(sae.parameters(), torch::optim::AdamOptions(2e-3));
   double first = 0, last = 0;
   for (int step = 0; step < 1500; ++step) {
-    last = train_sae_step(sae, optimizer, batch(256));
+    last = train_sae_step(sae, optimizer, batch(256)).loss;
     if (step == 0) first = last;
   }
   const torch::Tensor cosines = torch::matmul(truth, sae.W_dec.detach().t());  // rows unit

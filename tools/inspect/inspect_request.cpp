@@ -39,7 +39,7 @@ torch::Tensor random_windows(const torch::Tensor& tokens, int64_t block_size, in
 // Which views the flags ask for.
 struct Views {
   bool everything, heads, ablate, priors, lens, attention, patch, composition, attribution,
-      circuits, geometry, positions, drift, analogy, training;
+      circuits, geometry, positions, drift, analogy, training, features;
   int64_t exact = kExactHeads;  // heads ablated exactly; -1: all
 };
 
@@ -60,18 +60,20 @@ Views chosen_views(const InspectArgs& args) {
           everything || args.positions,
           everything || args.drift,
           !args.analogy.empty(),
-          everything || args.training};
+          everything || args.training,
+          !args.features.empty()};
   if (!v.heads && !v.ablate && !v.priors && !v.lens && !v.attention && !v.patch && !v.composition &&
       !v.attribution && !v.circuits && !v.geometry && !v.positions && !v.drift && !v.analogy &&
-      !v.training) {
+      !v.training && !v.features) {
     throw UsageError(
         "inspect: choose a view: --prompt TEXT, --heads, --ablate, --priors, --logit-lens, "
         "--composition, --attribution, --circuits, --geometry, --positions, --context-drift "
-        "TOKEN, --analogy a:b::c, --patch, --training, --all, or --html FILE for all of them");
+        "TOKEN, --analogy a:b::c, --patch, --training, --features SAE, --all, or --html FILE for "
+        "all of them");
   }
   if (args.context > 0 && !v.positions) throw UsageError("--context goes with --positions");
-  if (args.tokens != kViewTokens && !v.positions && !v.drift)
-    throw UsageError("--tokens goes with --positions or --context-drift");
+  if (args.tokens != kViewTokens && !v.positions && !v.drift && !v.features)
+    throw UsageError("--tokens goes with --positions, --context-drift or --features");
   if (v.patch && (args.clean.empty() || args.corrupt.empty()))
     throw UsageError("--patch needs both --clean TEXT and --corrupt TEXT");
   if (texts && !v.patch) throw UsageError("--clean and --corrupt go with --patch");
@@ -180,7 +182,8 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
   InspectData data;
   torch::Tensor tokens;
   const bool reads_prompt = v.attention || v.lens || v.attribution;
-  if (v.heads || v.ablate || v.positions || v.drift || (reads_prompt && args.prompt.empty())) {
+  if (v.heads || v.ablate || v.positions || v.drift || v.features ||
+      (reads_prompt && args.prompt.empty())) {
     std::tie(tokens, data.source) = text_tokens(run, run_dir, args);
   }
   // The prompt is encoded once, here: the attention maps, the lens and attribution read it.
@@ -233,6 +236,7 @@ Inspection run_inspection(LoadedRun& run, const fs::path& run_dir, const Inspect
     });
   }
   if (v.analogy) out.analogy = inspect_analogy(run, args.analogy);
+  if (v.features) out.features = inspect_features(run, run_dir, args.features, tokens, data.source, args.tokens);
   // --all on a one-token prompt shows the rest; --attribution asked for by name says why not.
   if (v.attribution && (args.attribution || prompt.numel() >= 2)) {
     out.attribution = inspect_attribution(run, prompt, *pass);
@@ -282,7 +286,7 @@ void add_inspect_options(CLI::App* cmd, InspectArgs& a) {
   cmd->add_option("--context", args->context, "Window length of --positions")
       ->check(integer_flag(at_least(1)));
   cmd->add_option("--tokens", args->tokens,
-                  "Tokens of the text that --positions and --context-drift read (default " +
+                  "Tokens of the text that --positions, --context-drift and --features read (default " +
                       std::to_string(kViewTokens) + ")")
       ->check(integer_flag(between(1, int64_t{1} << 26)));
   cmd->add_option("--context-drift", args->drift_token,
@@ -300,6 +304,10 @@ void add_inspect_options(CLI::App* cmd, InspectArgs& a) {
   cmd->add_option("--position", args->position,
                   "The token after which --patch reads the answer (default: the last)")
       ->check(integer_flag(at_least(0)));
+  cmd->add_option("--features", args->features,
+                  "An SAE of this run (`tinylm features`): its directory, or its name under "
+                  "RUN/saes/; each feature's top contexts, heads, tokens and histogram, on "
+                  "--tokens tokens of the text");
   cmd->add_flag("--all", args->all, "Every view (implied by --html)");
   cmd->add_option("--text", args->text,
                   "Score heads and ablations on this UTF-8 file instead of the val split");

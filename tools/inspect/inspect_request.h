@@ -18,6 +18,7 @@ namespace tinylm {
 
 struct InspectArgs {
   std::string run, prompt, text, html, json, clean, corrupt, drift_token, analogy;
+  std::string features;  // an SAE: its directory, or its name under RUN/saes/
   bool heads = false, ablate = false, priors = false, logit_lens = false, all = false,
        patch = false, composition = false, attribution = false, circuits = false, geometry = false,
        positions = false, drift = false, training = false;
@@ -25,7 +26,7 @@ struct InspectArgs {
   std::string ablation = "zero";                    // how: zero, or mean (over the windows)
   std::string exact = std::to_string(kExactHeads);  // heads --ablate runs exactly, or "all"
   int64_t windows = 32, probes = 8, seed = kDefaultSeed, position = -1, context = 0;
-  int64_t tokens = kViewTokens;  // of the text, for --positions and --context-drift
+  int64_t tokens = kViewTokens;  // of the text, for --positions, --context-drift, --features
   int threads = 0;
   std::string device = "cpu";
 };

@@ -26,7 +26,8 @@ fs::path metrics_path(const fs::path& run_dir) {
   return path;
 }
 
-// Consecutive, non-overlapping windows of `length` tokens from the first `budget` of `tokens`.
+}  // namespace
+
 torch::Tensor consecutive_windows(const torch::Tensor& tokens, int64_t length, int64_t budget,
                                   const std::string& source, const std::string& why) {
   const int64_t n = std::min(tokens.numel(), budget) / length;
@@ -36,6 +37,8 @@ torch::Tensor consecutive_windows(const torch::Tensor& tokens, int64_t length, i
   }
   return tokens.slice(0, 0, n * length).view({n, length});
 }
+
+namespace {
 
 // The one token `text` encodes to, or an error naming what it encodes to instead.
 int64_t single_token(const LoadedRun& run, const std::string& text, const std::string& flag) {
@@ -71,6 +74,36 @@ DriftView inspect_context_drift(LoadedRun& run, const torch::Tensor& tokens,
     throw std::runtime_error("--context-drift \"" + visible_token(run.tokenizer->token_label(id)) +
                              "\" in " + source + ": " + e.what());
   }
+}
+
+FeaturesView inspect_features(LoadedRun& run, const fs::path& run_dir, const std::string& sae,
+                              const torch::Tensor& tokens, const std::string& source,
+                              int64_t budget) {
+  const fs::path named = run_dir / "saes" / sae;
+  const fs::path dir = sae.find('/') == std::string::npos && fs::is_directory(named) ? named : fs::path(sae);
+  LoadedSae loaded = load_sae(dir);
+  FeaturesView view;
+  view.dir = dir.string();
+  view.source = source;
+  view.origin = loaded.origin;
+  view.shape = loaded.sae.shape;
+  view.metrics = loaded.metrics;
+  std::optional<HookRows> hook;
+  try {
+    hook.emplace(run.model, loaded.origin.hook);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error("the SAE in " + dir.string() + " reads " + loaded.origin.hook +
+                             ", which this model cannot give: " + e.what());
+  }
+  if (hook->width() != view.shape.d_in) {
+    throw std::runtime_error("the SAE in " + dir.string() + " reads " + std::to_string(view.shape.d_in) +
+                             " numbers at " + loaded.origin.hook + ", where this model has " +
+                             std::to_string(hook->width()) + ": it belongs to another model");
+  }
+  const int64_t T = run.model->config().block_size;
+  const torch::Tensor windows = consecutive_windows(tokens, T + 1, budget, source, "--features");
+  view.analysis = analyse_features(run.model, *hook, loaded.sae, windows);
+  return view;
 }
 
 AnalogyView inspect_analogy(LoadedRun& run, const std::string& spec) {

@@ -26,7 +26,9 @@
 #include "model/analysis/position_loss.h"
 #include "model/analysis/priors.h"
 #include "model/analysis/token_circuits.h"
+#include "model/sae/feature_analysis.h"
 #include "train/run/checkpoint.h"
+#include "train/run/sae_files.h"
 #include "train/run/snapshots.h"
 
 namespace tinylm {
@@ -92,6 +94,15 @@ struct AnalogyView {
   Analogy nearest;
 };
 
+// An SAE's features (model/sae/feature_analysis.h) on windows of the text.
+struct FeaturesView {
+  std::string dir, source;
+  SaeOrigin origin;
+  SaeShape shape;
+  nlohmann::json metrics;  // its metrics.json; null when it has none
+  FeatureAnalysis analysis;
+};
+
 // metrics.jsonl as the report plots it, records passed through as they were written.
 struct TrainingCurves {
   std::vector<std::pair<int64_t, double>> train;  // step, loss
@@ -132,6 +143,7 @@ struct Inspection {
   std::optional<PositionLossView> position_loss;
   std::optional<DriftView> drift;
   std::optional<AnalogyView> analogy;
+  std::optional<FeaturesView> features;
   std::optional<SnapshotsView> snapshots;  // absent when the run has none
   std::optional<TrainingCurves> training;  // asked for, but absent: notes say so
   bool training_asked = false;
@@ -170,6 +182,11 @@ PatchingView inspect_patching(LoadedRun& run, const std::string& clean, const st
 // second each on two cores (docs/MEASUREMENTS.md).
 inline constexpr int64_t kViewTokens = int64_t{1} << 14;
 
+// Consecutive, non-overlapping windows (n, length) from the first `budget` of `tokens` (N,);
+// an error naming `source` and `why` when not one fits.
+torch::Tensor consecutive_windows(const torch::Tensor& tokens, int64_t length, int64_t budget,
+                                  const std::string& source, const std::string& why);
+
 // Consecutive windows of `context` + 1 tokens from the first `budget` of `tokens`; context
 // past block_size only where the positions extrapolate (tools/cli.h).
 PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& tokens,
@@ -180,6 +197,12 @@ PositionLossView inspect_position_loss(LoadedRun& run, const torch::Tensor& toke
 DriftView inspect_context_drift(LoadedRun& run, const torch::Tensor& tokens,
                                 const std::string& source, const std::string& token,
                                 int64_t budget = kViewTokens);
+// The SAE `sae` (a directory, or a name under run_dir/saes/) on consecutive block_size
+// windows of the first `budget` tokens. Throws naming the SAE when it does not fit the model
+// (no such hook point, another width).
+FeaturesView inspect_features(LoadedRun& run, const std::filesystem::path& run_dir,
+                              const std::string& sae, const torch::Tensor& tokens,
+                              const std::string& source, int64_t budget = kViewTokens);
 // "a:b::c" (a is to b as c is to ...), each one token.
 AnalogyView inspect_analogy(LoadedRun& run, const std::string& spec);
 std::optional<SnapshotsView> read_snapshots(Inspection& out, const std::filesystem::path& run_dir);

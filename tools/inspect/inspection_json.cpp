@@ -344,6 +344,65 @@ json analogy_json(const AnalogyView& v, const Tokenizer& tokenizer) {
           {"similarity", tensor_to_json(v.nearest.similarity, 4)}};
 }
 
+json features_json(const FeaturesView& v, const Tokenizer& tokenizer) {
+  const FeatureAnalysis& a = v.analysis;
+  const auto scored = [&](const std::vector<TokenScore>& scores, int decimals) {
+    json out = json::array();
+    for (const TokenScore& s : scores) {
+      out.push_back({tokenizer.token_label(s.token), decimals == 0 ? json(static_cast<int64_t>(s.value))
+                                                                : json(std::round(s.value * 1e4) / 1e4)});
+    }
+    return out;
+  };
+  // Features that fired, most frequent first; the rest are listed as silent.
+  std::vector<const FeatureSummary*> order;
+  json silent = json::array();
+  for (const FeatureSummary& f : a.features) {
+    if (f.firings > 0) order.push_back(&f); else silent.push_back(f.index);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const FeatureSummary* x, const FeatureSummary* y) {
+    return x->firings > y->firings;
+  });
+  const auto r4 = [](double x) { return std::round(x * 1e4) / 1e4; };
+  json list = json::array();
+  for (const FeatureSummary* f : order) {
+    json top = json::array();
+    for (const FeatureFiring& t : f->top) top.push_back({t.window, t.position, r4(t.activation)});
+    json shares = json::array();
+    for (const double share : f->head_shares) shares.push_back(r4(share));
+    list.push_back({{"index", f->index},
+                    {"firings", f->firings},
+                    {"frequency", f->frequency},
+                    {"mean_activation", r4(f->mean_activation)},
+                    {"max_activation", r4(f->max_activation)},
+                    {"histogram", f->histogram},
+                    {"top", top},
+                    {"fires_on", scored(f->fires_on, 0)},
+                    {"head_shares", shares},
+                    {"promoted", scored(f->promoted, 4)},
+                    {"suppressed", scored(f->suppressed, 4)},
+                    {"repeat_share", r4(f->repeat_share)},
+                    {"continues_share", r4(f->continues_share)},
+                    {"label", f->label.empty() ? json(nullptr) : json(f->label)}});
+  }
+  json windows = json::array();
+  for (int64_t w = 0; w < a.windows.size(0); ++w) windows.push_back(token_labels(tokenizer, a.windows[w]));
+  return {{"sae", v.dir},
+          {"hook", v.origin.hook},
+          {"d_in", v.shape.d_in},
+          {"width", v.shape.width},
+          {"k", v.shape.k},
+          {"metrics", v.metrics},
+          {"source", v.source},
+          {"positions", a.positions},
+          {"repeat_rate", a.repeat_rate},
+          {"continues_rate", a.continues_rate},
+          {"histogram_bins", kHistogramBins},
+          {"windows", windows},
+          {"features", list},
+          {"silent", silent}};
+}
+
 json training_json(const TrainingCurves& c) {
   json train = json::array(), eval = json::array();
   for (const auto& [step, loss] : c.train) train.push_back({step, loss});
@@ -385,6 +444,7 @@ json inspection_json(const Inspection& in, const LoadedRun& run, const HeatmapEn
     doc["position_loss"] = position_loss_json(*in.position_loss, run.model->config());
   if (in.drift) doc["context_drift"] = drift_json(*in.drift, *run.tokenizer);
   if (in.analogy) doc["analogy"] = analogy_json(*in.analogy, *run.tokenizer);
+  if (in.features) doc["features"] = features_json(*in.features, *run.tokenizer);
   if (in.circuits) doc["circuits"] = circuits_json(*in.circuits, *run.tokenizer);
   if (in.attribution) doc["attribution"] = attribution_json(*in.attribution, *run.tokenizer);
   if (in.patching) doc["patching"] = patching_json(*in.patching, *run.tokenizer);

@@ -256,6 +256,38 @@ void print_analogy(const AnalogyView& v, const LoadedRun& run) {
   std::printf("\n\n");
 }
 
+void print_features(const FeaturesView& v, const LoadedRun& run) {
+  const FeatureAnalysis& a = v.analysis;
+  std::printf("SAE %s on %s: %lld features, k %lld", v.dir.c_str(), v.origin.hook.c_str(),
+              static_cast<long long>(v.shape.width), static_cast<long long>(v.shape.k));
+  if (!v.metrics.is_null() && v.metrics.contains("explained_variance")) {
+    const auto num = [&](const char* key) {
+      return v.metrics[key].is_number() ? v.metrics[key].get<double>() : std::nan("");
+    };
+    std::printf("; explained variance %.4f, L0 %.2f, dead %.4f, CE loss recovered %.4f",
+                num("explained_variance"), num("l0"), num("dead_fraction"), num("ce_loss_recovered"));
+  }
+  std::vector<const FeatureSummary*> order;
+  for (const FeatureSummary& f : a.features) order.push_back(&f);
+  std::stable_sort(order.begin(), order.end(), [](const FeatureSummary* x, const FeatureSummary* y) {
+    return x->firings > y->firings;
+  });
+  const int64_t silent = std::count_if(order.begin(), order.end(), [](const FeatureSummary* f) { return f->firings == 0; });
+  std::printf("\non %lld tokens of %s: %lld features never fired; the 20 most frequent:\n",
+              static_cast<long long>(a.positions), v.source.c_str(), static_cast<long long>(silent));
+  std::printf("%8s %9s %8s  %-24s %-22s %s\n", "feature", "frequency", "max", "fires on", "promotes", "");
+  for (size_t i = 0; i < std::min<size_t>(20, order.size()) && order[i]->firings > 0; ++i) {
+    const FeatureSummary& f = *order[i];
+    std::string on, promotes;
+    for (const TokenScore& t : f.fires_on) on += (on.empty() ? "" : " ") + label(run, t.token);
+    for (size_t j = 0; j < std::min<size_t>(3, f.promoted.size()); ++j)
+      promotes += (promotes.empty() ? "" : " ") + label(run, f.promoted[j].token);
+    std::printf("%8lld %9.4f %8.3f  %-24s %-22s %s\n", static_cast<long long>(f.index), f.frequency,
+                f.max_activation, on.c_str(), promotes.c_str(), f.label.c_str());
+  }
+  std::printf("\n");
+}
+
 void print_attribution(const AttributionView& v) {
   const LogitAttribution& a = v.attribution;
   const torch::Tensor heads = a.heads.sum(0), mlps = a.mlps.sum(0);
@@ -352,6 +384,7 @@ void print_inspection(const Inspection& in, const LoadedRun& run) {
   if (in.position_loss) print_position_loss(*in.position_loss, run.model->config().block_size);
   if (in.drift) print_drift(*in.drift, run);
   if (in.analogy) print_analogy(*in.analogy, run);
+  if (in.features) print_features(*in.features, run);
   if (in.circuits) print_circuits(*in.circuits, run);
   if (in.attribution) print_attribution(*in.attribution);
   if (in.patching) print_patching(*in.patching, run);

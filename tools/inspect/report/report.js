@@ -498,13 +498,98 @@ function snapshots() {
 // Draws every section of `doc` (an inspect JSON document, heatmaps packed), from the
 // pristine markup: the lab calls it again for each new answer.
 let pristine = null;
+// An SAE's features: a table sorted by frequency (or another key), filtered by a token they
+// fire on; a feature's detail shows its top contexts, heads, promoted and suppressed tokens
+// and its activation histogram.
+function features() {
+  if (!data.features) { $("features-section").hidden = true; return; }
+  const F = data.features, m = F.metrics || {}, layer = F.hook.startsWith("blocks.") ? parseInt(F.hook.split(".")[1]) : null;
+  const induction = F.features.filter((f) => f.label === "induction");
+  $("features-lead").textContent = F.width + " features (k " + F.k + ") on " + F.hook + " (" + F.d_in + " numbers), from " + F.sae + ". " +
+    (m.explained_variance !== undefined ? "Explained variance " + fmt(m.explained_variance, 4) + ", L0 " + fmt(m.l0, 2) + ", dead " + fmt(m.dead_fraction, 4) + ", CE loss recovered " + fmt(m.ce_loss_recovered, 4) + " (clean " + fmt(m.ce_loss_clean, 4) + ", spliced " + fmt(m.ce_loss_spliced, 4) + ", zero-ablated " + fmt(m.ce_loss_zero_ablated, 4) + "). " : "") +
+    "Read on " + F.positions + " tokens of " + F.source + ": " + F.features.length + " fired, " + F.silent.length + " never did. " +
+    (induction.length ? induction.length + " induction-like (the token occurred before and the next is the one that followed it, in \u2265 80% of its activation): " + induction.slice(0, 12).map((f) => "#" + f.index).join(", ") + "." : "No feature is induction-like.") +
+    " Where such positions make " + fmt(100 * F.continues_rate, 1) + "% of the text.";
+  const keys = {frequency: (f) => -f.firings, max: (f) => -f.max_activation, continues: (f) => -f.continues_share, index: (f) => f.index};
+  const table = $("features-table");
+  function topHead(f) {
+    if (!f.head_shares.length) return "\u2013";
+    let best = 0; f.head_shares.forEach((s, h) => { if (s > f.head_shares[best]) best = h; });
+    return head(layer, best) + " " + fmt(100 * f.head_shares[best], 0) + "%";
+  }
+  function draw() {
+    const q = $("features-search").value;
+    const list = F.features.filter((f) => !q || f.fires_on.some(([t]) => t === q || visible(t) === q || t.trim() === q.trim() && q.trim() !== ""));
+    list.sort((a, b) => keys[$("features-sort").value](a) - keys[$("features-sort").value](b));
+    $("features-count").textContent = q ? list.length + " fire on it" : "";
+    table.textContent = "";
+    table.appendChild(el("tr", {}, ["feature", "frequency", "max", "fires on", "top head", "promotes", "suppresses", "label"].map((h) => el("th", {text: h}))));
+    for (const f of list.slice(0, 400)) {
+      const row = el("tr", {"data-feature": f.index}, [String(f.index), fmt(f.frequency, 4), fmt(f.max_activation, 2),
+        f.fires_on.map(([t]) => visible(t)).join(" "), topHead(f), f.promoted.slice(0, 3).map(([t]) => visible(t)).join(" "),
+        f.suppressed.slice(0, 3).map(([t]) => visible(t)).join(" "), f.label || ""].map((c) => el("td", {text: c})));
+      if (f.label) row.lastChild.className = "label-" + f.label;
+      row.addEventListener("click", () => { [...table.querySelectorAll("tr.selected")].forEach((r) => r.classList.remove("selected")); row.classList.add("selected"); featureDetail(f, layer); });
+      table.appendChild(row);
+    }
+  }
+  $("features-sort").onchange = draw; $("features-search").oninput = draw;
+  draw();
+}
+
+function featureDetail(f, layer) {
+  const F = data.features, panel = $("feature-detail");
+  panel.hidden = false; panel.textContent = ""; panel.setAttribute("data-feature", f.index);
+  panel.appendChild(el("h3", {text: "Feature " + f.index + (f.label ? " \u00b7 " + f.label : "") + " \u00b7 fires on " + fmt(100 * f.frequency, 2) + "% of tokens, mean " + fmt(f.mean_activation, 3) + ", max " + fmt(f.max_activation, 3)}));
+  panel.appendChild(el("p", {class: "muted", text: "Of its activation: " + fmt(100 * f.repeat_share, 1) + "% where the token occurred earlier in the window, " + fmt(100 * f.continues_share, 1) + "% where the next token is the one that followed that occurrence (" + fmt(100 * F.continues_rate, 1) + "% of all positions)."}));
+  panel.appendChild(el("h4", {text: "Top contexts (the token it fires on outlined; the activation first)"}));
+  for (const [w, t, a] of f.top) {
+    const tokens = F.windows[w], line = el("div", {class: "context"});
+    line.appendChild(el("b", {text: fmt(a, 3) + "  "}));
+    for (let i = Math.max(0, t - 16); i <= Math.min(tokens.length - 1, t + 4); i++) {
+      const span = el("span", {class: "tok" + (i === t ? " hot" : ""), text: visible(tokens[i])});
+      if (i === t) span.style.background = "rgba(9,105,218," + (0.2 + 0.6 * a / f.max_activation) + ")";
+      line.appendChild(span);
+    }
+    panel.appendChild(line);
+  }
+  const cols = el("div", {class: "charts"});
+  if (f.head_shares.length) {
+    const t = el("table", {class: "feature-heads"});
+    t.appendChild(el("tr", {}, [el("th", {text: "head"}), el("th", {text: "share of its direction"})]));
+    f.head_shares.forEach((s, h) => t.appendChild(el("tr", {}, [el("td", {text: head(layer, h)}), el("td", {text: fmt(100 * s, 1) + "%"})])));
+    cols.appendChild(el("div", {}, [el("h4", {text: "Heads that write it"}), t]));
+  }
+  if (f.promoted.length) {
+    const t = el("table", {class: "feature-tokens"});
+    t.appendChild(el("tr", {}, ["promotes", "logit", "suppresses", "logit"].map((h) => el("th", {text: h}))));
+    f.promoted.forEach(([tok, v], i) => t.appendChild(el("tr", {}, [visible(tok), fmt(v, 3), visible(f.suppressed[i][0]), fmt(f.suppressed[i][1], 3)].map((c) => el("td", {text: c})))));
+    cols.appendChild(el("div", {}, [el("h4", {text: "Through W_O and the unembedding"}), t]));
+  }
+  {  // the histogram of its activations: bins over (0, max]
+    const W = 320, H = 120, n = f.histogram.length, top = Math.max(...f.histogram, 1);
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("width", W); svg.setAttribute("height", H + 16); svg.setAttribute("class", "feature-histogram");
+    f.histogram.forEach((c, i) => {
+      const r = document.createElementNS(svg.namespaceURI, "rect"), h = H * c / top;
+      r.setAttribute("x", i * W / n); r.setAttribute("width", W / n - 1); r.setAttribute("y", H - h); r.setAttribute("height", h); r.setAttribute("fill", "#0969da");
+      const title = document.createElementNS(svg.namespaceURI, "title"); title.textContent = fmt(i * f.max_activation / n, 2) + "\u2013" + fmt((i + 1) * f.max_activation / n, 2) + ": " + c;
+      r.appendChild(title); svg.appendChild(r);
+    });
+    const label = document.createElementNS(svg.namespaceURI, "text"); label.setAttribute("x", 0); label.setAttribute("y", H + 13); label.textContent = "0 \u2192 " + fmt(f.max_activation, 2) + " (" + f.firings + " firings)";
+    svg.appendChild(label);
+    cols.appendChild(el("div", {}, [el("h4", {text: "Activation histogram"}), svg]));
+  }
+  panel.appendChild(cols);
+}
+
 function render(doc) {
   const main = $("report");
   if (pristine === null) pristine = main.innerHTML; else main.innerHTML = pristine;
   selectedThumb = null;
   data = doc;
   const started = performance.now();
-  summary(); attention(); heads(); ablation(); priors(); logitLens(); geometry(); positionLoss(); drift(); composition(); circuits(); attribution(); patching(); snapshots(); training();
+  summary(); attention(); heads(); ablation(); priors(); logitLens(); geometry(); positionLoss(); drift(); composition(); circuits(); attribution(); patching(); snapshots(); features(); training();
   document.body.setAttribute("data-render-ms", (performance.now() - started).toFixed(0));
 }
 

@@ -37,6 +37,9 @@ Asserts for each run, on the induction probe (random tokens repeated twice) and 
     naming that previous-token head and that induction head, and its drop took at most half
     as long as the plateau before it (a plateau, then a sharp drop).
 And, when this script trains:
+  - an SAE on the first seed's layer-1 hook_z (`tinylm features`, 2^20 tokens) recovers
+    >= 0.9 of the CE loss, and `inspect --features` names at least one feature
+    induction-like, each such feature promoting the token after the previous occurrence;
   - the first seed's run stopped by SIGINT while the repeat's loss is falling, then resumed,
     finds the phase change the uninterrupted run found (steps and heads), and logs it once;
   - a control run: the same config on the same 64 symbols drawn with no repeats planted
@@ -77,6 +80,7 @@ def main() -> int:
                 return 1
             failures += [f"{label}: {f}" for f in found]
         if len(sys.argv) <= 3:
+            failures += check_features(tinylm, runs[SEEDS[0]])
             failures += check_resume(tinylm, config, runs[SEEDS[0]], Path(tmp) / "resumed")
             control = control_run(tinylm, config, Path(tmp))
             if control == "":
@@ -200,6 +204,38 @@ def check_run(tinylm, run):
             failures.append(f"the phase change names {named_ind}, not induction head 1.{top}")
         if not pc["end"] - pc["start"] <= pc["start"] / 2:
             failures.append("the drop took more than half as long as the plateau: a smooth decline")
+    return failures
+
+
+def check_features(tinylm, run):
+    """An SAE on the induction head's layer (hook_z) stands in for it, and its view names an
+    induction-like feature: one that fires where the token after the previous occurrence is A,
+    and promotes A."""
+    out = run / "sae"
+    r = subprocess.run([tinylm, "features", str(run), "--hook", "blocks.1.attn.hook_z",
+                        "--tokens", str(1 << 20), "--out", str(out)], capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"tinylm features failed: {r.stderr[-2000:]}"]
+    metrics = json.load(open(out / "metrics.json"))
+    r = subprocess.run([tinylm, "inspect", str(run), "--features", str(out), "--json", "-"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return [f"inspect --features failed: {r.stderr[-2000:]}"]
+    view = json.loads(r.stdout)["features"]
+    named = [f for f in view["features"] if f["label"] == "induction"]
+    print(f"SAE on blocks.1.attn.hook_z: explained variance {metrics['explained_variance']:.4f}, "
+          f"L0 {metrics['l0']:.2f}, dead {metrics['dead_fraction']:.4f}, CE loss recovered "
+          f"{metrics['ce_loss_recovered']:.4f}; {len(named)} induction-like features: "
+          + ", ".join(f"#{f['index']} ({f['after_previous']}, {f['after_previous_share']:.2f})"
+                      for f in named[:8]))
+    failures = []
+    if metrics["ce_loss_recovered"] < 0.9:
+        failures.append(f"the SAE recovers {metrics['ce_loss_recovered']:.4f} of the CE loss, under 0.9")
+    if not named:
+        failures.append("no feature of the SAE on the induction head's layer is named induction-like")
+    for f in named:
+        if f["promoted"][0][0] != f["after_previous"] or f["after_previous_share"] < 0.5:
+            failures.append(f"feature {f['index']} is named induction-like but does not copy: {f}")
     return failures
 
 

@@ -99,9 +99,10 @@ def expected_shapes(cfg):
     return shapes
 
 
-def forward(w, cfg, idx, patterns=None):
+def forward(w, cfg, idx, patterns=None, zs=None):
     """Logits (T, V) for one sequence of token ids, in float64; each head's pattern (T, T),
-    layer by layer, appended to `patterns` when given."""
+    layer by layer, appended to `patterns` when given; each layer's hook_z as c_proj reads it
+    (T, n_head * head_size), to `zs`."""
     w = {k: v.astype(np.float64) for k, v in w.items()}
     T, C, nh = len(idx), cfg["n_embd"], cfg["n_head"]
     hs, n_kv = C // nh, cfg.get("n_kv_head") or nh
@@ -175,6 +176,8 @@ def forward(w, cfg, idx, patterns=None):
             if patterns is not None:
                 patterns.append(a)
             out.append(a @ vh)
+        if zs is not None:
+            zs.append(np.concatenate(out, -1))
         x = x + linear(np.concatenate(out, -1), p + "attn.c_proj")
         hidden = linear(norm(x, p + "ln_2"), p + "mlp.c_fc")
         if cfg.get("mlp") == "swiglu":

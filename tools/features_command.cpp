@@ -44,7 +44,7 @@ struct FeaturesArgs {
   int64_t k = 16;
   SaeTrainingOptions training;  // its tokens unused: see `tokens`
   int64_t tokens = 0;  // 0: 2^21, or a resumed SAE's own total
-  int64_t eval_windows = 64;
+  int64_t eval_windows = 256;
   bool resume = false;
   int threads = 0;
 };
@@ -207,7 +207,7 @@ Command add_features_command(CLI::App& app) {
                   "A feature that fired in none of the last N tokens is dead (default 2^19)")
       ->check(integer_flag(at_least(1)));
   cmd->add_option("--eval-windows", args->eval_windows,
-                  "Windows of the val split to measure it on (default 64)")
+                  "Windows of the val split to measure it on (default 256)")
       ->check(integer_flag(at_least(1)));
   cmd->add_option("--seed", args->training.seed, "Seed of the initialisation and the sampling");
   cmd->add_option("--out", args->out, "Directory to write (default RUN/saes/HOOK-wN-kK)");

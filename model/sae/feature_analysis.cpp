@@ -12,12 +12,22 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Per position (N, T): whether its token occurred earlier in the window, and whether the
-// token after it is the one that followed the latest earlier occurrence.
-std::pair<std::vector<uint8_t>, std::vector<uint8_t>> repeat_masks(const torch::Tensor& windows) {
+// Per position (N, T): whether its token occurred earlier in the window; whether the token
+// after it is the one that followed the latest earlier occurrence; and that token (-1 for none).
+struct Repeats {
+  std::vector<uint8_t> repeat, continues;
+  std::vector<int64_t> after_previous;
+};
+
+Repeats repeats_of(const torch::Tensor& windows) {
   const auto w = windows.accessor<int64_t, 2>();
   const int64_t N = windows.size(0), T = windows.size(1) - 1;
-  std::vector<uint8_t> repeat(static_cast<size_t>(N * T)), continues(repeat.size());
+  Repeats r;
+  std::vector<uint8_t>& repeat = r.repeat;
+  std::vector<uint8_t>& continues = r.continues;
+  repeat.resize(static_cast<size_t>(N * T));
+  continues.resize(repeat.size());
+  r.after_previous.assign(repeat.size(), -1);
   for (int64_t n = 0; n < N; ++n) {
     std::unordered_map<int64_t, int64_t> latest;  // token -> its latest position before t
     for (int64_t t = 0; t < T; ++t) {
@@ -25,11 +35,12 @@ std::pair<std::vector<uint8_t>, std::vector<uint8_t>> repeat_masks(const torch::
       if (it != latest.end()) {
         repeat[static_cast<size_t>(n * T + t)] = 1;
         continues[static_cast<size_t>(n * T + t)] = w[n][t + 1] == w[n][it->second + 1];
+        r.after_previous[static_cast<size_t>(n * T + t)] = w[n][it->second + 1];
       }
       latest[w[n][t]] = t;
     }
   }
-  return {repeat, continues};
+  return r;
 }
 
 std::vector<TokenScore> top_scores(const torch::Tensor& values, int64_t k, bool largest) {
@@ -85,7 +96,16 @@ FeatureAnalysis analyse_features(GPT& model, const HookRows& hook, const SparseA
   f = f.index_select(0, by_feature).contiguous();
   p = p.index_select(0, by_feature).contiguous();
 
-  const auto [repeat, continues] = repeat_masks(out.windows);
+  const Repeats r = repeats_of(out.windows);
+  const std::vector<uint8_t>& repeat = r.repeat;
+  const std::vector<uint8_t>& continues = r.continues;
+  {
+    const int64_t V = model->config().vocab_size;
+    out.after_previous_rate.assign(static_cast<size_t>(V), 0.0);
+    for (const int64_t a : r.after_previous) {
+      if (a >= 0 && a < V) out.after_previous_rate[static_cast<size_t>(a)] += 1.0 / static_cast<double>(out.positions);
+    }
+  }
   const int64_t repeats = std::count(repeat.begin(), repeat.end(), 1);
   const int64_t continuing = std::count(continues.begin(), continues.end(), 1);
   out.repeat_rate = static_cast<double>(repeats) / static_cast<double>(out.positions);
@@ -130,6 +150,7 @@ FeatureAnalysis analyse_features(GPT& model, const HookRows& hook, const SparseA
     s.max_activation = va[begin];
     double sum = 0.0, on_repeat = 0.0, on_continue = 0.0;
     std::map<int64_t, int64_t> counts;
+    std::map<int64_t, double> after;  // token after the previous occurrence -> activation
     for (int64_t e = begin; e < i; ++e) {
       const double a = va[e];
       const int64_t pos = pa[e], w = pos / T, t = pos % T;
@@ -137,6 +158,7 @@ FeatureAnalysis analyse_features(GPT& model, const HookRows& hook, const SparseA
       on_repeat += repeat[static_cast<size_t>(pos)] ? a : 0.0;
       on_continue += continues[static_cast<size_t>(pos)] ? a : 0.0;
       ++counts[tokens[w][t]];
+      if (const int64_t a_prev = r.after_previous[static_cast<size_t>(pos)]; a_prev >= 0) after[a_prev] += a;
       if (e - begin < top_firings) s.top.push_back({w, t, a});
       const auto bin = std::min<int64_t>(kHistogramBins - 1,
                                          static_cast<int64_t>(a / s.max_activation * kHistogramBins));
@@ -150,7 +172,15 @@ FeatureAnalysis analyse_features(GPT& model, const HookRows& hook, const SparseA
     std::stable_sort(on.begin(), on.end(), [](const TokenScore& a, const TokenScore& b) { return a.value > b.value; });
     if (static_cast<int64_t>(on.size()) > top_tokens) on.resize(static_cast<size_t>(top_tokens));
     s.fires_on = std::move(on);
-    if (s.continues_share >= kInductionShare && s.continues_share >= kInductionLift * out.continues_rate)
+    for (const auto& [token, mass] : after) {
+      if (mass / sum > s.after_previous_share) {
+        s.after_previous = token;
+        s.after_previous_share = mass / sum;
+      }
+    }
+    const bool promotes_it = s.promoted.empty() || s.promoted.front().token == s.after_previous;
+    if (s.firings >= kInductionFirings && s.after_previous_share >= kInductionShare && promotes_it &&
+        s.after_previous_share >= kInductionLift * out.after_previous_rate[static_cast<size_t>(s.after_previous)])
       s.label = "induction";
   }
   return out;

@@ -9,8 +9,10 @@
 //   - where its decoder direction reaches the residual stream (hook_z through c_proj, or a
 //     stream hook directly), the tokens it promotes and suppresses through ln_f's weight and
 //     the unembedding (ln_f's normalisation aside: the direct path of a unit activation);
-//   - whether it is induction-like: where it fires, the token occurred earlier in the window
-//     and the next token is the one that followed that earlier occurrence.
+//   - whether it is induction-like: where it fires, the current token occurred earlier in the
+//     window, and the token that followed that occurrence is mostly one token A, which the
+//     feature promotes: "the token after the previous occurrence is A", what an induction
+//     head copies.
 
 #include <cstdint>
 #include <string>
@@ -47,6 +49,10 @@ struct FeatureSummary {
   // Of its activation mass: at positions whose token occurred earlier in the window; and of
   // those, where the next token is the one that followed the latest earlier occurrence.
   double repeat_share = 0.0, continues_share = 0.0;
+  // The token most of its activation mass has as "the token after the previous occurrence"
+  // of the current token, and that share (-1 and 0 when it never fires on a repeat).
+  int64_t after_previous = -1;
+  double after_previous_share = 0.0;
   std::string label;  // "induction", or empty
 };
 
@@ -54,16 +60,23 @@ struct FeatureAnalysis {
   int64_t positions = 0;                         // rows read: windows x T
   torch::Tensor windows;                         // (N, T + 1) the text read
   double repeat_rate = 0.0, continues_rate = 0.0;  // the same shares over every position
+  // Per token A: the fraction of positions whose token after the previous occurrence is A.
+  std::vector<double> after_previous_rate;
   std::vector<FeatureSummary> features;          // by index
 };
 
 inline constexpr int64_t kHistogramBins = 20;
 
-// A feature is named induction-like when at least this share of its activation falls where
-// the repeat continues (the token after the previous occurrence comes next), and that share
-// is at least kInductionLift times the rate of such positions in the text.
-inline constexpr double kInductionShare = 0.8;
-inline constexpr double kInductionLift = 2.0;
+// A feature is named induction-like when, over at least kInductionFirings firings, at least
+// kInductionShare of its activation falls where the token after the previous occurrence is
+// one token A, that share is at least kInductionLift times the rate of such positions in the
+// text (so that a token common everywhere names nothing), and, where it writes to the logits,
+// A is the token it promotes most: it reads "A came after this token before" and predicts A.
+// Measured on the induction model's hook_z SAE, such copy features hold 50-70% of their
+// activation on their token A, against under 1% for A at random (docs/MEASUREMENTS.md).
+inline constexpr double kInductionShare = 0.5;
+inline constexpr double kInductionLift = 10.0;
+inline constexpr int64_t kInductionFirings = 8;
 
 // `windows` (N, T + 1) int64: rows are read at the first T positions; the last token is
 // only the target of the continuation test.

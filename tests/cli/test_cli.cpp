@@ -226,7 +226,7 @@ TEST_F(Cli, InspectJsonHoldsEveryViewWithItsShapes) {
   ASSERT_EQ(few.exit_code, 0) << few.output;
   EXPECT_EQ(nlohmann::json::parse(few.output)["position_loss"]["windows"], 10);  // 170 / 17
   expect_failure(run_tinylm({"inspect", run().string(), "--heads", "--tokens", "170"}), 2,
-                 "--tokens goes with --positions or --context-drift");
+                 "--tokens goes with --positions, --context-drift or --features");
 }
 
 TEST_F(Cli, BenchInspectPrintsOneJsonDocumentInUnitsOfAForward) {

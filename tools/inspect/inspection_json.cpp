@@ -383,6 +383,8 @@ json features_json(const FeaturesView& v, const Tokenizer& tokenizer) {
                     {"suppressed", scored(f->suppressed, 4)},
                     {"repeat_share", r4(f->repeat_share)},
                     {"continues_share", r4(f->continues_share)},
+                    {"after_previous", f->after_previous >= 0 ? json(tokenizer.token_label(f->after_previous)) : json(nullptr)},
+                    {"after_previous_share", r4(f->after_previous_share)},
                     {"label", f->label.empty() ? json(nullptr) : json(f->label)}});
   }
   json windows = json::array();

@@ -273,8 +273,10 @@ void print_features(const FeaturesView& v, const LoadedRun& run) {
     return x->firings > y->firings;
   });
   const int64_t silent = std::count_if(order.begin(), order.end(), [](const FeatureSummary* f) { return f->firings == 0; });
-  std::printf("\non %lld tokens of %s: %lld features never fired; the 20 most frequent:\n",
-              static_cast<long long>(a.positions), v.source.c_str(), static_cast<long long>(silent));
+  const int64_t induction = std::count_if(order.begin(), order.end(), [](const FeatureSummary* f) { return f->label == "induction"; });
+  std::printf("\non %lld tokens of %s: %lld features never fired, %lld are induction-like; the 20 most frequent:\n",
+              static_cast<long long>(a.positions), v.source.c_str(), static_cast<long long>(silent),
+              static_cast<long long>(induction));
   std::printf("%8s %9s %8s  %-24s %-22s %s\n", "feature", "frequency", "max", "fires on", "promotes", "");
   for (size_t i = 0; i < std::min<size_t>(20, order.size()) && order[i]->firings > 0; ++i) {
     const FeatureSummary& f = *order[i];
@@ -282,8 +284,11 @@ void print_features(const FeaturesView& v, const LoadedRun& run) {
     for (const TokenScore& t : f.fires_on) on += (on.empty() ? "" : " ") + label(run, t.token);
     for (size_t j = 0; j < std::min<size_t>(3, f.promoted.size()); ++j)
       promotes += (promotes.empty() ? "" : " ") + label(run, f.promoted[j].token);
+    const std::string named = f.label == "induction" ? "induction: after the previous occurrence comes " +
+                                                            label(run, f.after_previous)
+                                                      : f.label;
     std::printf("%8lld %9.4f %8.3f  %-24s %-22s %s\n", static_cast<long long>(f.index), f.frequency,
-                f.max_activation, on.c_str(), promotes.c_str(), f.label.c_str());
+                f.max_activation, on.c_str(), promotes.c_str(), named.c_str());
   }
   std::printf("\n");
 }

@@ -236,8 +236,16 @@ struct LabServer::Impl {
     json list = json::array();
     for (const ServedRuns::Entry& e : runs.runs()) {
       const std::optional<int64_t> step = ServedRuns::step_on_disk(e.dir);
-      list.push_back(
-          {{"id", e.id}, {"path", e.dir.string()}, {"step", step ? json(*step) : json(nullptr)}});
+      json saes = json::array();  // the SAEs `tinylm features` wrote, for inspect's features=
+      std::error_code ec;
+      for (const auto& sae : fs::directory_iterator(e.dir / "saes", ec)) {
+        if (fs::exists(sae.path() / "cfg.json")) saes.push_back(sae.path().filename().string());
+      }
+      std::sort(saes.begin(), saes.end());
+      list.push_back({{"id", e.id},
+                      {"path", e.dir.string()},
+                      {"step", step ? json(*step) : json(nullptr)},
+                      {"saes", saes}});
     }
     res.set_content(dump({{"runs", list}}), "application/json");
   }
@@ -263,7 +271,14 @@ struct LabServer::Impl {
                      "heatmaps");
     check_inspect_args(args);
     const ServedRuns::Entry entry = run_of(req);
-    const bool heavy_views = args.heads || args.ablate || args.patch || args.positions ||
+    if (!args.features.empty()) {  // a name under the run's saes/, never a path
+      if (args.features.find('/') != std::string::npos || args.features[0] == '.')
+        throw ApiError(400, "features names an SAE in the run's saes/ directory, not a path", "features");
+      if (!fs::is_directory(entry.dir / "saes" / args.features))
+        throw ApiError(404, "no SAE named \"" + args.features + "\" in " + (entry.dir / "saes").string() +
+                                " (`tinylm features` writes them there)", "features");
+    }
+    const bool heavy_views = args.features.size() > 0 || args.heads || args.ablate || args.patch || args.positions ||
                              args.drift || args.composition || args.circuits || args.geometry ||
                              args.all || (!args.ablate_heads.empty() && args.ablation == "mean");
     const auto work = [&](ServedModel& served) {

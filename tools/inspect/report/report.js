@@ -508,9 +508,9 @@ function features() {
   $("features-lead").textContent = F.width + " features (k " + F.k + ") on " + F.hook + " (" + F.d_in + " numbers), from " + F.sae + ". " +
     (m.explained_variance !== undefined ? "Explained variance " + fmt(m.explained_variance, 4) + ", L0 " + fmt(m.l0, 2) + ", dead " + fmt(m.dead_fraction, 4) + ", CE loss recovered " + fmt(m.ce_loss_recovered, 4) + " (clean " + fmt(m.ce_loss_clean, 4) + ", spliced " + fmt(m.ce_loss_spliced, 4) + ", zero-ablated " + fmt(m.ce_loss_zero_ablated, 4) + "). " : "") +
     "Read on " + F.positions + " tokens of " + F.source + ": " + F.features.length + " fired, " + F.silent.length + " never did. " +
-    (induction.length ? induction.length + " induction-like (the token occurred before and the next is the one that followed it, in \u2265 80% of its activation): " + induction.slice(0, 12).map((f) => "#" + f.index).join(", ") + "." : "No feature is induction-like.") +
-    " Where such positions make " + fmt(100 * F.continues_rate, 1) + "% of the text.";
-  const keys = {frequency: (f) => -f.firings, max: (f) => -f.max_activation, continues: (f) => -f.continues_share, index: (f) => f.index};
+    (induction.length ? induction.length + " induction-like (\u2265 80% of its activation where the token after the previous occurrence of the current token is one token A): " + induction.slice(0, 12).map((f) => "#" + f.index + " (" + visible(f.after_previous) + ")").join(", ") + "." : "No feature is induction-like.") +
+    " The token repeats at " + fmt(100 * F.repeat_rate, 1) + "% of positions, and the repeat continues at " + fmt(100 * F.continues_rate, 1) + "%.";
+  const keys = {frequency: (f) => -f.firings, max: (f) => -f.max_activation, continues: (f) => -f.after_previous_share, index: (f) => f.index};
   const table = $("features-table");
   function topHead(f) {
     if (!f.head_shares.length) return "\u2013";
@@ -527,7 +527,7 @@ function features() {
     for (const f of list.slice(0, 400)) {
       const row = el("tr", {"data-feature": f.index}, [String(f.index), fmt(f.frequency, 4), fmt(f.max_activation, 2),
         f.fires_on.map(([t]) => visible(t)).join(" "), topHead(f), f.promoted.slice(0, 3).map(([t]) => visible(t)).join(" "),
-        f.suppressed.slice(0, 3).map(([t]) => visible(t)).join(" "), f.label || ""].map((c) => el("td", {text: c})));
+        f.suppressed.slice(0, 3).map(([t]) => visible(t)).join(" "), featureLabel(f)].map((c) => el("td", {text: c})));
       if (f.label) row.lastChild.className = "label-" + f.label;
       row.addEventListener("click", () => { [...table.querySelectorAll("tr.selected")].forEach((r) => r.classList.remove("selected")); row.classList.add("selected"); featureDetail(f, layer); });
       table.appendChild(row);
@@ -537,11 +537,15 @@ function features() {
   draw();
 }
 
+function featureLabel(f) {
+  return f.label === "induction" ? "induction: after the previous occurrence comes " + visible(f.after_previous) : (f.label || "");
+}
+
 function featureDetail(f, layer) {
   const F = data.features, panel = $("feature-detail");
   panel.hidden = false; panel.textContent = ""; panel.setAttribute("data-feature", f.index);
-  panel.appendChild(el("h3", {text: "Feature " + f.index + (f.label ? " \u00b7 " + f.label : "") + " \u00b7 fires on " + fmt(100 * f.frequency, 2) + "% of tokens, mean " + fmt(f.mean_activation, 3) + ", max " + fmt(f.max_activation, 3)}));
-  panel.appendChild(el("p", {class: "muted", text: "Of its activation: " + fmt(100 * f.repeat_share, 1) + "% where the token occurred earlier in the window, " + fmt(100 * f.continues_share, 1) + "% where the next token is the one that followed that occurrence (" + fmt(100 * F.continues_rate, 1) + "% of all positions)."}));
+  panel.appendChild(el("h3", {text: "Feature " + f.index + (f.label ? " \u00b7 " + featureLabel(f) : "") + " \u00b7 fires on " + fmt(100 * f.frequency, 2) + "% of tokens, mean " + fmt(f.mean_activation, 3) + ", max " + fmt(f.max_activation, 3)}));
+  panel.appendChild(el("p", {class: "muted", text: "Of its activation: " + fmt(100 * f.repeat_share, 1) + "% where the token occurred earlier in the window, " + fmt(100 * f.continues_share, 1) + "% where the next token is the one that followed that occurrence (" + fmt(100 * F.continues_rate, 1) + "% of all positions); " + (f.after_previous === null ? "none on a repeat." : fmt(100 * f.after_previous_share, 1) + "% where the token after the previous occurrence is " + visible(f.after_previous) + ".")}));
   panel.appendChild(el("h4", {text: "Top contexts (the token it fires on outlined; the activation first)"}));
   for (const [w, t, a] of f.top) {
     const tokens = F.windows[w], line = el("div", {class: "context"});

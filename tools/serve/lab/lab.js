@@ -50,7 +50,9 @@ document.querySelector("h1").textContent = "tinylm lab";
 
 $("lab-controls").innerHTML = `
   <div class="row"><label>Run <select id="lab-run"></select></label>
-    <span id="lab-live" class="muted"></span></div>
+    <span id="lab-live" class="muted"></span>
+    <label>SAE <select id="lab-sae"><option value="">none</option></select></label>
+    <button id="lab-features">Features</button></div>
   <div class="row"><textarea id="lab-prompt" rows="2">First Citizen:
 Before we proceed any further, hear me speak.</textarea><button id="lab-go">Inspect</button></div>
   <div id="lab-tokens" class="strip" title="Hover a token: every head's map shows where it reads"></div>
@@ -77,7 +79,7 @@ function showError(error) { $("lab-error").textContent = error ? String(error.me
 // One document from every answer: the prompt's views, head scores, priors, training,
 // patching. Notes are gathered from all of them.
 function show() {
-  const docs = ["static", "heads", "patching", "prompt"].map((k) => state.views[k]).filter(Boolean);
+  const docs = ["static", "heads", "patching", "prompt", "features"].map((k) => state.views[k]).filter(Boolean);
   if (docs.length === 0) return;
   const doc = Object.assign({}, ...docs);
   doc.notes = [...new Set(docs.flatMap((d) => d.notes || []))];
@@ -282,8 +284,20 @@ function follow() {
   live.addEventListener("checkpoint", () => later(() => Promise.all([refreshStatic(), refreshPrompt(), refreshHeads()])));
 }
 
+// An SAE's features (inspect's features=NAME), from the run's saes/.
+async function refreshFeatures() {
+  const name = $("lab-sae").value;
+  if (!name) { delete state.views.features; show(); return; }
+  state.views.features = await api("/api/inspect", {run: state.run, features: name});
+  show();
+}
+
 async function openRun(id) {
   state.run = id;
+  const sae = $("lab-sae");
+  sae.textContent = "";
+  sae.appendChild(el("option", {value: "", text: "none"}));
+  for (const name of (state.runs.find((r) => r.id === id) || {saes: []}).saes || []) sae.appendChild(el("option", {value: name, text: name}));
   state.views = {};
   state.formed = null;
   state.phaseChange = null;
@@ -297,6 +311,7 @@ async function openRun(id) {
 
 async function start() {
   const runs = (await api("/api/runs", {})).runs;
+  state.runs = runs;
   const select = $("lab-run");
   for (const r of runs) select.appendChild(el("option", {value: r.id, text: r.id + (r.step === null ? "" : " (step " + r.step + ")")}));
   select.addEventListener("change", () => openRun(select.value).catch(showError));
@@ -306,6 +321,7 @@ async function start() {
   $("lab-clear").addEventListener("click", () => { state.ablated.clear(); refreshPrompt().catch(showError); });
   $("lab-patch").addEventListener("click", () => patch().catch(showError));
   $("lab-sample").addEventListener("click", () => sample().catch(showError));
+  $("lab-features").addEventListener("click", () => refreshFeatures().catch(showError));
   if (runs.length) await openRun(runs[0].id);
 }
 

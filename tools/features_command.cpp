@@ -43,7 +43,7 @@ struct FeaturesArgs {
   int64_t width = 0;  // 0: 8 x the hook's width
   int64_t k = 16;
   SaeTrainingOptions training;  // its tokens unused: see `tokens`
-  int64_t tokens = 0;  // 0: 2^21, or a resumed SAE's own total
+  int64_t tokens = 0;  // 0: 2^20, or a resumed SAE's own total
   int64_t eval_windows = 256;
   bool resume = false;
   int threads = 0;
@@ -197,9 +197,9 @@ Command add_features_command(CLI::App& app) {
   cmd->add_option("--k", args->k, "Features active per token (TopK's k; default 16)")
       ->check(integer_flag(at_least(1)));
   cmd->add_option("--tokens", args->tokens,
-                  "Activations to train on (default 2^21; resumed: the SAE's own total)")
+                  "Activations to train on (default 2^20; resumed: the SAE's own total)")
       ->check(integer_flag(at_least(1)));
-  cmd->add_option("--lr", args->training.lr, "Adam's learning rate (default 1e-3)")
+  cmd->add_option("--lr", args->training.lr, "Adam's learning rate (default 2e-3)")
       ->check(number_flag(above(0)));
   cmd->add_option("--batch", args->training.batch, "Activations per step (default 4096)")
       ->check(integer_flag(at_least(1)));

@@ -21,6 +21,8 @@ trap cleanup EXIT
 
 "$tinylm" train "$src/configs/tiny.toml" --out "$work/run" --threads 1 --train.max_iters=200 \
   --data.cache_dir="$work/cache" > "$work/train.log" 2>&1 || { cat "$work/train.log"; exit 1; }
+"$tinylm" features "$work/run" --hook blocks.1.attn.hook_z --width 64 --k 4 --tokens 8192 \
+  --eval-windows 8 --threads 1 > /dev/null 2> "$work/features.log" || { cat "$work/features.log"; exit 1; }
 "$tinylm" serve "$work/run" --port 0 > "$work/url" 2> "$work/serve.log" &
 server=$!
 for _ in $(seq 100); do [[ -s "$work/url" ]] && break; sleep 0.1; done

@@ -165,6 +165,9 @@ os.makedirs(runs_dir)
 done_run = os.path.join(runs_dir, "done")
 t = train(done_run, "--train.max_iters=100")
 check(t.wait() == 0, "training the served run: " + log_of(done_run))
+SAE = "blocks.1.attn.hook_z-w64-k4"  # the served run's SAE, which /api/inspect?features= shows
+run("features", done_run, "--hook", "blocks.1.attn.hook_z", "--width", "64", "--k", "4",
+    "--tokens", "8192", "--eval-windows", "4", "--threads", "1")
 # A bigger model, one step trained, whose head sweeps take seconds: the heavy queue's run.
 big_run = os.path.join(runs_dir, "big")
 t = train(big_run, "--train.max_iters=1", "--train.eval_iters=1", "--model.n_layer=4",
@@ -209,6 +212,7 @@ try:
     runs = json.loads(api("/api/runs", {}))["runs"]
     check([r["id"] for r in runs] == ["big", "done", "live"], f"runs: {runs}")
     check(runs[1]["step"] == 100, f"the done run's step: {runs[1]['step']}")
+    check(runs[1]["saes"] == [SAE] and runs[0]["saes"] == [], f"the runs' SAEs: {runs}")
 
     # The page and its script.
     status, ctype, page = request("/", None)
@@ -226,7 +230,8 @@ try:
     for flags in (["--prompt", "ROMEO: what", "--heads", "--logit-lens", "--windows", "4", "--probes", "2"],
                   ["--priors", "--training"],
                   ["--prompt", "ROMEO:", "--ablate-heads", "1.0", "--ablation", "mean", "--windows", "4"],
-                  ["--patch", "--clean", "ROMEO:", "--corrupt", "ROMEO "]):
+                  ["--patch", "--clean", "ROMEO:", "--corrupt", "ROMEO "],
+                  ["--features", SAE, "--tokens", "2000"]):
         cli = run("inspect", done_run, *flags, "--json", "-", "--threads", "1").stdout
         params, i = {"run": "done"}, 0
         while i < len(flags):
@@ -266,6 +271,10 @@ try:
     refused("/api/inspect", {"run": "nope", "prompt": "x"}, 404, "run")
     refused("/api/inspect", {"prompt": "x"}, 400, "run")
     refused("/api/inspect", {"run": "done", "bogus-view": ""}, 400, "bogus-view")
+    # An SAE is named, never given as a path; one the run lacks is not found.
+    refused("/api/inspect", {"run": "done", "features": "../done/saes/" + SAE}, 400, "features")
+    refused("/api/inspect", {"run": "done", "features": "/etc"}, 400, "features")
+    refused("/api/inspect", {"run": "big", "features": SAE}, 404, "features")
     refused("/api/inspect", {"run": "done"}, 400, "query", what="no view asked for")
     refused("/api/inspect", {"run": "done", "heads": "", "windows": "abc"}, 400, "windows")
     refused("/api/inspect", {"run": "done", "heads": "", "windows": "1e999"}, 400, "windows")

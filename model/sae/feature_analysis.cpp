@@ -8,10 +8,6 @@ namespace tinylm {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Per position (N, T): whether its token occurred earlier in the window; whether the token
 // after it is the one that followed the latest earlier occurrence; and that token (-1 for none).
 struct Repeats {
@@ -53,14 +49,13 @@ std::vector<TokenScore> top_scores(const torch::Tensor& values, int64_t k, bool 
 }  // namespace
 
 torch::Tensor residual_direction(GPT& model, const HookRows& hook, const torch::Tensor& rows) {
-  const std::string& name = hook.hook();
-  if (ends_with(name, "attn.hook_z")) {  // z -> c_proj: the heads' sum, as the block adds it
+  if (hook.is("attn.hook_z")) {  // z -> c_proj: the heads' sum, as the block adds it
     const torch::Tensor& W_O = model->transformer->h[static_cast<size_t>(hook.layer())]->attn->c_proj->weight;
     return torch::matmul(rows, W_O.t());
   }
   for (const char* stream : {"hook_resid_pre", "hook_resid_mid", "hook_resid_post", "hook_attn_out",
                              "hook_mlp_out", "hook_embed"}) {
-    if (ends_with(name, stream)) return rows;
+    if (hook.is(stream)) return rows;
   }
   return {};
 }

@@ -18,6 +18,8 @@ struct StopForward {};
 
 }  // namespace
 
+bool HookRows::is(const std::string& suffix) const { return ends_with(hook_, suffix); }
+
 HookRows::HookRows(GPT& model, std::string hook) : model_(&model), hook_(std::move(hook)) {
   model->hook_point(hook_);  // throws, naming the closest name, for one the model lacks
   for (const char* refused : {"hook_scores", "hook_pattern", "hook_pos_embed"}) {

@@ -23,6 +23,8 @@ class HookRows {
   HookRows(GPT& model, std::string hook);
 
   const std::string& hook() const { return hook_; }
+  // Whether the name ends with `suffix` ("attn.hook_z"): which kind of point it is.
+  bool is(const std::string& suffix) const;
   int64_t layer() const { return layer_; }  // the block it is in; -1 outside the blocks
   bool per_head() const { return per_head_; }
   int64_t width() const { return width_; }  // the numbers in one row (d_in)

@@ -123,6 +123,18 @@ try {
   await page.screenshot({ path: `${shots}/lab-sampled.png` });
   console.log(`sample: ${text.length} characters in ${events} token events; seen growing at ${new Set(lengths).size} lengths`);
 
+  // The run's SAE, chosen by name: its features join the page, with the views already there.
+  const saes = await page.locator("#lab-sae option").evaluateAll((os) => os.map((o) => o.value));
+  check(saes.includes("blocks.1.attn.hook_z-w64-k4"), `the SAE choices: ${saes}`);
+  await page.selectOption("#lab-sae", "blocks.1.attn.hook_z-w64-k4");
+  await page.click("#lab-features");
+  await page.waitForSelector("#features-table tr[data-feature]", { timeout: 30000 });
+  check(await page.locator("#features-table tr[data-feature]").count() > 0, "the SAE's features are not listed");
+  check(await page.locator("#attention-grid canvas.head-thumb").count() === L * H, "showing the features dropped the attention maps");
+  await page.locator("#features-table tr[data-feature]").first().click();
+  check(await page.locator("#feature-detail .context").count() > 0, "a feature's contexts are not shown in the lab");
+  await page.screenshot({ path: `${shots}/lab-features.png` });
+
   check(errors.length === 0, "errors: " + errors.join("; "));
 } finally {
   await browser.close();
@@ -131,4 +143,4 @@ if (failures.length) {
   for (const f of failures) console.error("FAIL: " + f);
   process.exit(1);
 }
-console.log("lab in the browser: maps, hover, ablation, slider, streamed sample: ok");
+console.log("lab in the browser: maps, hover, ablation, slider, streamed sample, an SAE's features: ok");

@@ -169,6 +169,30 @@ try {
     check(await page.locator("#formation tbody tr").count() === L * H, "the formation table does not list every head");
     check(await page.locator("#snapshot-charts svg").count() === 5, "the score-against-step charts are missing");
   }
+  // Features of an SAE: the table most frequent first, a row's detail, the token search, sorting.
+  if (doc.features) {
+    const F = doc.features, first = F.features[0];
+    check(await page.locator("#features-table tr[data-feature]").count() === Math.min(400, F.features.length), "the features table does not list every feature that fired");
+    check(await page.getAttribute("#features-table tr[data-feature] >> nth=0", "data-feature") === String(first.index), "the features table does not start with the most frequent");
+    await page.locator("#features-table tr[data-feature]").first().click();
+    check(await page.locator("#feature-detail").isVisible(), "a clicked feature's detail is not shown");
+    check(await page.locator("#feature-detail .context").count() === first.top.length, "the detail does not show every top context");
+    const hot = await page.locator("#feature-detail .context .hot").first().textContent();
+    const [w, t] = first.top[0];
+    check(hot === visible(F.windows[w][t]), `the top context outlines "${hot}", not "${visible(F.windows[w][t])}"`);
+    check(await page.locator("#feature-detail .feature-heads tr").count() === first.head_shares.length + 1, "the detail does not list every head's share");
+    check(await page.locator("#feature-detail .feature-tokens tr").count() === first.promoted.length + 1, "the detail does not list the promoted tokens");
+    check(await page.locator("#feature-detail svg.feature-histogram rect").count() === F.histogram_bins, "the histogram does not have every bin");
+    const token = first.fires_on[0][0], firing = F.features.filter((f) => f.fires_on.some(([x]) => x === token)).length;
+    await page.locator("#features-search").fill(token);
+    check(await page.locator("#features-table tr[data-feature]").count() === Math.min(400, firing), `searching "${token}" lists ${await page.locator("#features-table tr[data-feature]").count()}, the JSON has ${firing}`);
+    await page.locator("#features-search").fill("");
+    await page.locator("#features-sort").selectOption("index");
+    const least = Math.min(...F.features.map((f) => f.index));
+    check(await page.getAttribute("#features-table tr[data-feature] >> nth=0", "data-feature") === String(least), "sorting by index does not put the lowest first");
+  } else {
+    check(!(await page.locator("#features-section").isVisible()), "a features section without an SAE");
+  }
   if (screenshot) await page.screenshot({ path: screenshot, fullPage: true });
   failures.push(...errors);
   console.log(`report drawn in ${renderMs} ms, ready ${readyMs} ms after navigation (${L} layers x ${H} heads, ${tokens.length} tokens)`);

@@ -508,7 +508,7 @@ function features() {
   $("features-lead").textContent = F.width + " features (k " + F.k + ") on " + F.hook + " (" + F.d_in + " numbers), from " + F.sae + ". " +
     (m.explained_variance !== undefined ? "Explained variance " + fmt(m.explained_variance, 4) + ", L0 " + fmt(m.l0, 2) + ", dead " + fmt(m.dead_fraction, 4) + ", CE loss recovered " + fmt(m.ce_loss_recovered, 4) + " (clean " + fmt(m.ce_loss_clean, 4) + ", spliced " + fmt(m.ce_loss_spliced, 4) + ", zero-ablated " + fmt(m.ce_loss_zero_ablated, 4) + "). " : "") +
     "Read on " + F.positions + " tokens of " + F.source + ": " + F.features.length + " fired, " + F.silent.length + " never did. " +
-    (induction.length ? induction.length + " induction-like (\u2265 80% of its activation where the token after the previous occurrence of the current token is one token A): " + induction.slice(0, 12).map((f) => "#" + f.index + " (" + visible(f.after_previous) + ")").join(", ") + "." : "No feature is induction-like.") +
+    (induction.length ? induction.length + " induction-like (at least half of its activation where the token after the previous occurrence of the current token is one token A, which it promotes most): " + induction.slice(0, 12).map((f) => "#" + f.index + " (" + visible(f.after_previous) + ")").join(", ") + "." : "No feature is induction-like.") +
     " The token repeats at " + fmt(100 * F.repeat_rate, 1) + "% of positions, and the repeat continues at " + fmt(100 * F.continues_rate, 1) + "%.";
   const keys = {frequency: (f) => -f.firings, max: (f) => -f.max_activation, continues: (f) => -f.after_previous_share, index: (f) => f.index};
   const table = $("features-table");

@@ -9,6 +9,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -40,8 +41,8 @@ extern "C" void on_features_stop(int signal) {
 
 struct FeaturesArgs {
   std::string run, hook, out;
-  int64_t width = 0;  // 0: 8 x the hook's width
-  int64_t k = 16;
+  int64_t width = 0;  // 0: 8 x the hook's width, or a resumed SAE's own
+  int64_t k = 0;      // 0: 16, or a resumed SAE's own
   SaeTrainingOptions training;  // its tokens unused: see `tokens`
   int64_t tokens = 0;  // 0: 2^20, or a resumed SAE's own total
   int64_t eval_windows = 256;
@@ -77,7 +78,8 @@ int run_features(FeaturesArgs& args) {
   LoadedRun run = load_run(args.run);
   run.model->eval();
   const HookRows hook(run.model, args.hook);  // an unknown name is an error naming the closest
-  const SaeShape shape{hook.width(), args.width > 0 ? args.width : 8 * hook.width(), args.k};
+  SaeShape shape{hook.width(), args.width > 0 ? args.width : 8 * hook.width(),
+                 args.k > 0 ? args.k : 16};
   if (shape.k > shape.width) {
     throw UsageError("--k " + std::to_string(shape.k) + " is more than the SAE's width " +
                      std::to_string(shape.width) + " (--width): k must be in [1, width]");
@@ -115,6 +117,9 @@ int run_features(FeaturesArgs& args) {
   if (args.tokens > 0) options.tokens = args.tokens;
   if (saved) {
     ResumedSae resumed = load_sae_progress(dir);
+    // --out DIR --resume needs no --width or --k: the SAE's own, unless the flags say others.
+    if (args.width == 0) shape.width = resumed.sae.shape.width;
+    if (args.k == 0) shape.k = resumed.sae.shape.k;
     if (resumed.sae.shape.d_in != shape.d_in || resumed.sae.shape.width != shape.width ||
         resumed.sae.shape.k != shape.k) {
       throw UsageError(dir.string() + " holds an SAE of width " +
@@ -137,6 +142,8 @@ int run_features(FeaturesArgs& args) {
                    describe_corpus(run.config), T, hook.per_head()};
 
   ProgressLine line(true);
+  // A log line after the first step and every 15 s: progress where stderr is no terminal.
+  auto last_log = std::chrono::steady_clock::now();
   SaeTrainingHooks hooks;
   hooks.stop_requested = &g_features_stop;
   hooks.checkpoint = [&](const SparseAutoencoder& s, const SaeProgress& p) {
@@ -145,6 +152,13 @@ int run_features(FeaturesArgs& args) {
     made.keep();
   };
   hooks.step = [&](const SaeProgress& p, double loss, double tokens_per_s) {
+    const auto now = std::chrono::steady_clock::now();
+    if (p.steps == 1 || now - last_log >= std::chrono::seconds(15)) {
+      line.clear();
+      spdlog::info("SAE step {}: {} of {} tokens, loss {:.4f}, {:.0f} tokens/s", p.steps,
+                   p.tokens_done, p.tokens_total, loss, tokens_per_s);
+      last_log = now;
+    }
     line.update(p.tokens_done, p.tokens_total, loss, tokens_per_s,
                 static_cast<double>(p.tokens_total - p.tokens_done) / std::max(tokens_per_s, 1.0));
   };

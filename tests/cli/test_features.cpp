@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -75,6 +81,57 @@ TEST_F(Features, TrainsMeasuresAndShowsAnSae) {
   EXPECT_FALSE(first["top"].empty());
   for (size_t i = 1; i < f["features"].size(); ++i)  // most frequent first
     EXPECT_GE(f["features"][i - 1]["firings"].get<int64_t>(), f["features"][i]["firings"].get<int64_t>());
+}
+
+// Ctrl-C: the step under way ends, the state is saved, the exit status is 130; --resume
+// (with --out and no --width or --k: the SAE's own) continues from the tokens done.
+TEST_F(Features, InterruptSavesAndResumeContinues) {
+  test::TempDir dir;
+  const std::string out = (dir / "sae").string();
+  int log[2];
+  ASSERT_EQ(::pipe(log), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(log[1], 2);
+    ::close(log[0]);
+    ::close(log[1]);
+    ::execl(test::binary().c_str(), "tinylm", "features", run().c_str(), "--hook",
+            "blocks.0.hook_resid_post", "--width", "48", "--k", "3", "--tokens", "1000000000",
+            "--batch", "256", "--out", out.c_str(), "--threads", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(log[1]);
+  FILE* lines = ::fdopen(log[0], "r");
+  std::string seen;
+  for (char line[4096]; std::fgets(line, sizeof line, lines);) {
+    seen += line;
+    if (std::strstr(line, "SAE step 1:")) break;
+  }
+  if (seen.find("SAE step 1:") == std::string::npos) ::kill(pid, SIGKILL);  // no orphan left
+  ASSERT_NE(seen.find("SAE step 1:"), std::string::npos) << seen;
+  ::kill(pid, SIGINT);
+  for (char line[4096]; std::fgets(line, sizeof line, lines);) seen += line;  // to the end
+  std::fclose(lines);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << seen;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << seen;
+  EXPECT_NE(seen.find("add --resume to continue"), std::string::npos) << seen;
+  const auto partial = nlohmann::json::parse(test::read_text(dir / "sae" / "metrics.json"));
+  EXPECT_EQ(partial["finished"], false);
+  const int64_t done = partial["tokens_trained"].get<int64_t>();
+  EXPECT_GE(done, 256);
+  EXPECT_LT(done, 1000000000);
+  const auto resumed = run_tinylm({"features", run().string(), "--hook", "blocks.0.hook_resid_post",
+                                   "--out", out, "--resume", "--tokens", std::to_string(done + 512),
+                                   "--eval-windows", "4"});
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resuming " + out + ": " + std::to_string(done) + " of"), std::string::npos)
+      << resumed.output;
+  const auto metrics = nlohmann::json::parse(test::read_text(dir / "sae" / "metrics.json"));
+  EXPECT_EQ(metrics["tokens_trained"], done + 512);
+  EXPECT_EQ(metrics["d_sae"], 48);
+  EXPECT_EQ(metrics["k"], 3);
 }
 
 TEST_F(Features, BadInputIsRefusedAndNothingIsWritten) {

@@ -39,10 +39,30 @@ Repeats repeats_of(const torch::Tensor& windows) {
   return r;
 }
 
-std::vector<TokenScore> top_scores(const torch::Tensor& values, int64_t k, bool largest) {
+// Each row's k largest (or smallest) logits and their tokens: rows (F, C) of directions in
+// the stream, a slice of features at a time (GPT-2's vocabulary by 24576 features would be
+// 5 GB of logits at once).
+std::pair<torch::Tensor, torch::Tensor> extreme_logits(GPT& model, const torch::Tensor& rows,
+                                                       int64_t k, bool largest) {
+  constexpr int64_t kFeaturesPerSlice = 256;
+  std::vector<torch::Tensor> values, tokens;
+  const torch::Tensor& W_U = model->unembedding();
+  k = std::min(k, W_U.size(0));
+  for (int64_t first = 0; first < rows.size(0); first += kFeaturesPerSlice) {
+    const torch::Tensor slice = rows.slice(0, first, first + kFeaturesPerSlice);
+    const torch::Tensor logits = torch::matmul(slice * model->transformer->ln_f->weight, W_U.t());
+    auto [v, i] = logits.topk(k, -1, largest);
+    values.push_back(v);
+    tokens.push_back(i);
+  }
+  return {torch::cat(values).contiguous(), torch::cat(tokens).contiguous()};
+}
+
+std::vector<TokenScore> scores_of(const std::pair<torch::Tensor, torch::Tensor>& top, int64_t row) {
   std::vector<TokenScore> out;
-  const auto [v, i] = values.topk(std::min<int64_t>(k, values.size(0)), 0, largest);
-  for (int64_t j = 0; j < v.size(0); ++j) out.push_back({i[j].item<int64_t>(), v[j].item<double>()});
+  const auto v = top.first.accessor<float, 2>();
+  const auto t = top.second.accessor<int64_t, 2>();
+  for (int64_t j = 0; j < top.first.size(1); ++j) out.push_back({t[row][j], v[row][j]});
   return out;
 }
 
@@ -113,9 +133,10 @@ FeatureAnalysis analyse_features(GPT& model, const HookRows& hook, const SparseA
     const torch::Tensor per_head = W_dec.reshape({F, hook.heads(), -1}).square().sum(-1);
     head_shares = (per_head / per_head.sum(-1, true).clamp_min(1e-30)).contiguous();
   }
-  torch::Tensor logits;  // (F, V)
+  std::pair<torch::Tensor, torch::Tensor> promoted, suppressed;  // (F, top_tokens) each
   if (const torch::Tensor direction = residual_direction(model, hook, W_dec); direction.defined()) {
-    logits = torch::matmul(direction * model->transformer->ln_f->weight, model->unembedding().t());
+    promoted = extreme_logits(model, direction, top_tokens, true);
+    suppressed = extreme_logits(model, direction, top_tokens, false);
   }
 
   const auto va = v.accessor<float, 1>();
@@ -137,9 +158,9 @@ FeatureAnalysis analyse_features(GPT& model, const HookRows& hook, const SparseA
       const torch::Tensor shares = head_shares[j];
       s.head_shares.assign(shares.data_ptr<float>(), shares.data_ptr<float>() + shares.numel());
     }
-    if (logits.defined()) {
-      s.promoted = top_scores(logits[j], top_tokens, true);
-      s.suppressed = top_scores(logits[j], top_tokens, false);
+    if (promoted.first.defined()) {
+      s.promoted = scores_of(promoted, j);
+      s.suppressed = scores_of(suppressed, j);
     }
     if (s.firings == 0) continue;
     s.max_activation = va[begin];

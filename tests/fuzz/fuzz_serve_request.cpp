@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -26,10 +29,17 @@
 
 namespace {
 
+// How the last round trip whose answer was not whole ended.
+std::string& last_ending() {
+  static std::string ending;
+  return ending;
+}
+
 // The answer that broke a promise goes to stderr with the report.
 void require(bool ok, const std::string& answer = "") {
   if (ok) return;
   std::fprintf(stderr, "the answer: %s\n", answer.substr(0, 2000).c_str());
+  if (answer.empty()) std::fprintf(stderr, "it ended: %s\n", last_ending().c_str());
   std::abort();
 }
 
@@ -102,8 +112,20 @@ std::string round_trip(int port, const std::string& request) {
   (void)!write(fd, request.data(), request.size());
   std::string answer;
   char buffer[65536];
-  for (ssize_t n; !whole(answer) && (n = read(fd, buffer, sizeof buffer)) > 0;)
+  const auto start = std::chrono::steady_clock::now();
+  ssize_t n = 1;
+  while (!whole(answer) && (n = read(fd, buffer, sizeof buffer)) > 0)
     answer.append(buffer, static_cast<size_t>(n));
+  // How an answer that is not whole ended, for the report of a broken promise.
+  if (!whole(answer)) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::chrono::steady_clock::now() - start)
+                        .count();
+    last_ending() = (n == 0 ? std::string("the server closed the connection")
+                            : std::string("read failed: ") + std::strerror(errno)) +
+                    " after " + std::to_string(ms) + " ms and " + std::to_string(answer.size()) +
+                    " bytes";
+  }
   close(fd);
   return answer;
 }

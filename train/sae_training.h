@@ -5,7 +5,8 @@
 // squared error (model/sae/sparse_autoencoder.h). b_dec starts at the first buffer's mean
 // (the activations' centre; SAELens's "mean" init). A feature is dead when it has not fired
 // in the last `dead_tokens` tokens. Everything a resumed run needs is in SaeProgress (and
-// train/run/sae_files.h writes it), so an interrupted run continues where it stopped.
+// train/run/sae_files.h writes it), so an interrupted run continues where it stopped (with
+// a fresh buffer: the rows of the one in use when it stopped are not revisited).
 
 #include <atomic>
 #include <cstdint>

@@ -21,6 +21,7 @@
 #include "train/estimate_loss.h"
 #include "train/lr_schedule.h"
 #include "train/precision.h"
+#include "train/run_breakdown.h"
 #include "train/run/checkpoint.h"
 #include "train/run/checkpoint_transaction.h"
 #include "train/run/evaluate.h"
@@ -249,6 +250,8 @@ class Trainer {
   torch::Tensor snapshot_probe_;  // ... and their induction probe
   int64_t snapshots_taken_ = 0;
   double snapshot_seconds_ = 0.0;
+  RunBreakdown time_;  // where the wall time went, logged at the end
+  double step_data_seconds_ = 0.0;  // drawing the batches of the step under way
   GPT model_{nullptr};
   std::optional<AdamW> optimizer_;
   TrainingState state_;
@@ -393,7 +396,9 @@ void Trainer::checkpoint(const fs::path& dir) {
   state_.train_rng = generator_state(rng_.train);
   state_.eval_rng = generator_state(rng_.eval);
   if (epochs_) state_.epoch = epochs_->position();
+  const auto start = Clock::now();
   save_checkpoint(dir, config_, *data_.tokenizer, model_, optimizer_->moments(), state_);
+  time_.add(RunBreakdown::kCheckpoints, seconds_since(start));
   if (dir == out_) saved_step_ = state_.step;
 }
 
@@ -401,6 +406,7 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
   const auto t_eval = Clock::now();
   const double train_loss = estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, group_);
   val_loss_ = estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, group_);
+  time_.add(RunBreakdown::kEvals, seconds_since(t_eval));
   stop_if_diverged("train loss", train_loss, step);
   stop_if_diverged("val loss", val_loss_, step);
   progress_.clear();
@@ -438,7 +444,9 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
 // keeps in state.json the phase change at the reading that completes it.
 const json& Trainer::read_probe(int64_t step) {
   if (!last_probe_.is_null() && last_probe_.at("step").get<int64_t>() == step) return last_probe_;
+  const auto start = Clock::now();
   json record = probe_record(model_, probe_);
+  time_.add(RunBreakdown::kProbes, seconds_since(start));
   record["step"] = step;
   last_probe_ = record;
   record["kind"] = "probe";
@@ -477,14 +485,19 @@ void Trainer::snapshot(int64_t step) {
   save_snapshot(out_, step, snapshot_heads(model_, snapshot_text_, snapshot_probe_), snapshot_text_,
                 snapshot_probe_);
   snapshot_seconds_ += seconds_since(start);
+  time_.add(RunBreakdown::kSnapshots, seconds_since(start));
   ++snapshots_taken_;
 }
 
 StepResult Trainer::train_one_step(int64_t step) {
   seed_dropout(device_, t_.seed, step, rank_);
   const bool stop_wanted = options_.stop_requested && options_.stop_requested->load();
+  step_data_seconds_ = 0.0;
   const auto next_batch = [&] {
-    return epochs_ ? epochs_->next() : data_.train.sample(rng_.train);
+    const auto start = Clock::now();
+    auto batch = epochs_ ? epochs_->next() : data_.train.sample(rng_.train);
+    step_data_seconds_ += seconds_since(start);
+    return batch;
   };
   return train_step(model_, *optimizer_, step_config_, learning_rate_at(step, t_), next_batch,
                     group_, stop_wanted);
@@ -534,6 +547,7 @@ void Trainer::log_step(int64_t step, const StepResult& result, double seconds) {
 
 TrainResult Trainer::run() {
   started_ = Clock::now();
+  time_.add(RunBreakdown::kStartup, RunBreakdown::since_process_start());
   first_step_ = state_.step;
   while (true) {
     const int64_t step = state_.step;
@@ -548,6 +562,8 @@ TrainResult Trainer::run() {
     stop_if_diverged("loss", result.loss, step);
     stop_if_diverged("the gradient norm", result.grad_norm, step);
     state_.step = step + 1;
+    time_.add(RunBreakdown::kData, step_data_seconds_);
+    time_.add(RunBreakdown::kSteps, seconds_since(t_step) - step_data_seconds_);
     log_step(step, result, seconds_since(t_step));
     if (options_.on_step) options_.on_step(state_.step);
     // One process stops as soon as asked; ranks when the all-reduce has told them all, so
@@ -582,6 +598,7 @@ TrainResult Trainer::finish() {
         steps, elapsed, step_seconds_sum_ * 1e3 / static_cast<double>(steps),
         elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss, out_.string());
   }
+  if (steps > 0 && writer_) spdlog::info("{}", time_.summary(RunBreakdown::since_process_start()));
   if (probe_.defined() && !phase_.found()) spdlog::info("{}", phase_.none_summary());
   if (snapshots_taken_ > 0) {
     spdlog::info(

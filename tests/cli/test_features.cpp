@@ -28,6 +28,9 @@ class Features : public ::testing::Test {
     const auto config = test::write_tiny_config(dir_->path(), corpus_, 30);
     const auto trained = run_tinylm({"train", config.string(), "--out", run().string()});
     ASSERT_EQ(trained.exit_code, 0) << trained.output;
+    // train ends by saying where its time went (train/run_breakdown.h).
+    EXPECT_NE(trained.output.find("time: "), std::string::npos) << trained.output;
+    EXPECT_NE(trained.output.find(" s wall: start-up "), std::string::npos) << trained.output;
   }
   static void TearDownTestSuite() {
     delete dir_;

@@ -471,34 +471,13 @@ TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
   TempDir dir;
   const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 100000);
   const std::string out = (dir / "run").string();
-  // Its log on a pipe: once it has logged step 1, the checkpoint of step 0 is written.
-  int log[2];
-  ASSERT_EQ(::pipe(log), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(log[1], 2);
-    ::close(log[0]);
-    ::close(log[1]);
-    ::execl(test::binary().c_str(), "tinylm", "train", config.c_str(), "--out", out.c_str(),
-            "--threads", "1", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(log[1]);
-  FILE* lines = ::fdopen(log[0], "r");
-  std::string seen;
-  for (char line[4096]; std::fgets(line, sizeof line, lines);) {
-    seen += line;
-    if (std::strstr(line, "info step 1:")) break;
-  }
-  if (seen.find("info step 1:") == std::string::npos) ::kill(pid, SIGKILL);  // no orphan left
-  ASSERT_NE(seen.find("info step 1:"), std::string::npos) << seen;
-  ::kill(pid, SIGINT);
-  for (char line[4096]; std::fgets(line, sizeof line, lines);) seen += line;  // to the end
-  std::fclose(lines);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << seen;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << seen;
+  // Once it has logged step 1, the checkpoint of step 0 is written.
+  const test::InterruptedRun stopped =
+      test::interrupt_tinylm({"train", config.string(), "--out", out}, "info step 1:");
+  const std::string& seen = stopped.result.output;
+  ASSERT_TRUE(stopped.cue_seen) << seen;
+  ASSERT_TRUE(stopped.exited) << seen;
+  EXPECT_EQ(stopped.result.exit_code, 130) << seen;
   EXPECT_NE(seen.find("interrupted: checkpoint at step"), std::string::npos) << seen;
   const auto state = nlohmann::json::parse(test::read_text(dir / "run/state.json"));
   EXPECT_GT(state["step"].get<int64_t>(), 0);

@@ -3,11 +3,6 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <csignal>
-#include <cstring>
 
 #include <nlohmann/json.hpp>
 
@@ -91,34 +86,14 @@ TEST_F(Features, TrainsMeasuresAndShowsAnSae) {
 TEST_F(Features, InterruptSavesAndResumeContinues) {
   test::TempDir dir;
   const std::string out = (dir / "sae").string();
-  int log[2];
-  ASSERT_EQ(::pipe(log), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(log[1], 2);
-    ::close(log[0]);
-    ::close(log[1]);
-    ::execl(test::binary().c_str(), "tinylm", "features", run().c_str(), "--hook",
-            "blocks.0.hook_resid_post", "--width", "48", "--k", "3", "--tokens", "1000000000",
-            "--batch", "256", "--out", out.c_str(), "--threads", "1", static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ::close(log[1]);
-  FILE* lines = ::fdopen(log[0], "r");
-  std::string seen;
-  for (char line[4096]; std::fgets(line, sizeof line, lines);) {
-    seen += line;
-    if (std::strstr(line, "SAE step 1:")) break;
-  }
-  if (seen.find("SAE step 1:") == std::string::npos) ::kill(pid, SIGKILL);  // no orphan left
-  ASSERT_NE(seen.find("SAE step 1:"), std::string::npos) << seen;
-  ::kill(pid, SIGINT);
-  for (char line[4096]; std::fgets(line, sizeof line, lines);) seen += line;  // to the end
-  std::fclose(lines);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status)) << seen;
-  EXPECT_EQ(WEXITSTATUS(status), 130) << seen;
+  const test::InterruptedRun stopped = test::interrupt_tinylm(
+      {"features", run().string(), "--hook", "blocks.0.hook_resid_post", "--width", "48", "--k",
+       "3", "--tokens", "1000000000", "--batch", "256", "--out", out},
+      "SAE step 1:");
+  const std::string& seen = stopped.result.output;
+  ASSERT_TRUE(stopped.cue_seen) << seen;
+  ASSERT_TRUE(stopped.exited) << seen;
+  EXPECT_EQ(stopped.result.exit_code, 130) << seen;
   EXPECT_NE(seen.find("add --resume to continue"), std::string::npos) << seen;
   const auto partial = nlohmann::json::parse(test::read_text(dir / "sae" / "metrics.json"));
   EXPECT_EQ(partial["finished"], false);

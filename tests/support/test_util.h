@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -129,6 +130,56 @@ inline CommandResult run_tinylm(const Args& args, bool with_stderr = true, const
   ::waitpid(pid, &status, 0);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+// `tinylm ARGS --threads 1`, its stderr read as it comes, interrupted with SIGINT once it has
+// logged a line holding `cue`; then read to its end. Without the cue it is killed (no orphan
+// is left) and cue_seen is false. The result has its stderr and its exit status (128 +
+// the signal when one ended it); `exited`: it returned from main (a SIGINT it did not handle
+// ends it by the signal, whose 128 + 2 would read as the 130 it returns itself).
+struct InterruptedRun {
+  bool cue_seen = false;
+  bool exited = false;
+  CommandResult result;
+};
+
+inline InterruptedRun interrupt_tinylm(const Args& args, const std::string& cue) {
+  std::vector<std::string> words = {"tinylm"};
+  words.insert(words.end(), args.begin(), args.end());
+  words.insert(words.end(), {"--threads", "1"});
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  int log[2];
+  if (::pipe(log) != 0) return {};
+  const std::string path = binary().string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(log[1], 2);
+    ::close(log[0]);
+    ::close(log[1]);
+    ::execv(path.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(log[1]);
+  FILE* lines = ::fdopen(log[0], "r");
+  InterruptedRun run;
+  std::array<char, 4096> line;
+  while (std::fgets(line.data(), static_cast<int>(line.size()), lines)) {
+    run.result.output += line.data();
+    if (std::string(line.data()).find(cue) != std::string::npos) {
+      run.cue_seen = true;
+      break;
+    }
+  }
+  ::kill(pid, run.cue_seen ? SIGINT : SIGKILL);
+  while (std::fgets(line.data(), static_cast<int>(line.size()), lines)) run.result.output += line.data();
+  std::fclose(lines);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  run.exited = WIFEXITED(status);
+  run.result.exit_code = run.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
 }
 
 // A token cache directory for this test process, removed when it ends.

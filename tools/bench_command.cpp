@@ -1,5 +1,7 @@
 // `tinylm bench [CONFIG] [--section.key=value ...] [--threads N] [--json] [--repeats R]
-//               [--steps S] [--num-samples N] [--max-new-tokens M] [--checkpoint]`
+//               [--steps S] [--num-samples N] [--max-new-tokens M] [--checkpoint] [--run]`
+// `tinylm bench --run [CONFIG]`: the whole recipe trained once, and where its time went
+// (tools/bench_run.h)
 // `tinylm bench --serve RUN [--clients C] [--requests N]`: the live lab (tools/bench_serve.h)
 // What this machine does with a config, in one run: the matmul rate LibTorch reaches here
 // (the practical limit), training tokens/s and model FLOPs utilisation against that limit,
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
@@ -23,6 +26,7 @@
 #include "model/kernels/kernel_choice.h"
 #include "tools/bench_checkpoint.h"
 #include "tools/bench_inspect.h"
+#include "tools/bench_run.h"
 #include "tools/bench_serve.h"
 #include "tools/cli.h"
 #include "tools/commands.h"
@@ -112,6 +116,8 @@ struct BenchArgs {
   bool json = false;
   bool checkpoint = false;                               // --checkpoint: only that
   std::string checkpoint_dir = "runs/bench-checkpoint";  // on the disk runs are written to
+  bool run = false;                                      // --run: only that
+  std::string run_dir = "runs/bench-run";
   std::vector<std::string> overrides;                    // --section.key=value
   std::string serve;                                     // --serve RUN: only the lab
   std::string inspect;                                   // --inspect RUN: only inspection
@@ -383,16 +389,24 @@ int run_bench(BenchArgs args) {
     return 0;
   }
   const torch::Device device = parse_device(args.device);
-  // bench removes what --checkpoint writes: only a directory it makes itself.
-  if (args.checkpoint && fs::exists(fs::symlink_status(args.checkpoint_dir))) {
-    throw UsageError("--checkpoint-dir: " + args.checkpoint_dir +
-                     " exists; bench writes its checkpoints into a new directory and removes it "
-                     "after, so name one that does not exist yet");
+  // bench removes what --checkpoint and --run write: only a directory it makes itself.
+  for (const auto& [on, flag, dir] : {std::tuple{args.checkpoint, "--checkpoint-dir", args.checkpoint_dir},
+                                      std::tuple{args.run, "--run-dir", args.run_dir}}) {
+    if (on && fs::exists(fs::symlink_status(dir))) {
+      throw UsageError(std::string(flag) + ": " + dir +
+                       " exists; bench writes into a new directory and removes it after, so "
+                       "name one that does not exist yet");
+    }
   }
+  if (args.checkpoint && args.run) throw UsageError("--checkpoint and --run: choose one");
   BenchReport report;
   report.start_rss_mb = rss_mb(false);
   if (args.config_path.empty()) args.config_path = bundled_config();
   RunConfig config = load_config_with_overrides(args.config_path, args.overrides, true);
+  if (args.run) {
+    bench_run(config, args.run_dir, args.json);
+    return 0;
+  }
   RunDataOptions data_options;
   data_options.progress = false;
   const RunData data = load_run_data(config, data_options);
@@ -460,6 +474,12 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--checkpoint-dir", args->checkpoint_dir,
                   "A new directory for --checkpoint to write and remove after (default "
                   "runs/bench-checkpoint); one that exists is refused");
+  cmd->add_flag("--run", args->run,
+                "Measure only the whole recipe: train it once, as train does, and print where "
+                "the wall time went (start-up, data, steps, evals, checkpoints, ...)");
+  cmd->add_option("--run-dir", args->run_dir,
+                  "A new directory for --run to train into and remove after (default "
+                  "runs/bench-run); one that exists is refused");
   cmd->add_option("--serve", args->serve,
                   "Measure only the live lab on this run: request latencies with --clients "
                   "clients, and streamed sampling against sample's");

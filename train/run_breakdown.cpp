@@ -16,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 const Clock::time_point process_start = Clock::now();  // static initialisation: before main
 
 constexpr const char* kPartNames[RunBreakdown::kParts] = {
-    "start-up", "data", "steps", "evals", "probes", "snapshots", "checkpoints"};
+    "start-up", "data", "steps", "evals", "final eval", "probes", "snapshots", "checkpoints"};
 
 }  // namespace
 
@@ -46,17 +46,26 @@ double RunBreakdown::since_process_start() {
   return std::chrono::duration<double>(Clock::now() - process_start).count();
 }
 
-std::string RunBreakdown::summary(double wall) const {
-  const auto part = [&](const char* name, double s) {
-    return fmt::format("{} {:.1f} s ({:.1f}%)", name, s, wall > 0 ? 100.0 * s / wall : 0.0);
-  };
-  std::string out = fmt::format("time: {:.1f} s wall:", wall);
+std::vector<std::pair<std::string, double>> RunBreakdown::parts(double wall) const {
+  std::vector<std::pair<std::string, double>> out;
   double counted = 0.0;
   for (int p = 0; p < kParts; ++p) {
-    out += (p == 0 ? " " : ", ") + part(kPartNames[p], seconds_[p]);
+    out.emplace_back(kPartNames[p], seconds_[p]);
     counted += seconds_[p];
   }
-  return out + ", " + part("other", wall - counted);
+  out.emplace_back("other", wall - counted);
+  return out;
+}
+
+std::string RunBreakdown::summary(double wall) const {
+  std::string out = fmt::format("time: {:.1f} s wall:", wall);
+  bool first = true;
+  for (const auto& [name, s] : parts(wall)) {
+    out += fmt::format("{}{} {:.1f} s ({:.1f}%)", first ? " " : ", ", name, s,
+                       wall > 0 ? 100.0 * s / wall : 0.0);
+    first = false;
+  }
+  return out;
 }
 
 }  // namespace tinylm

@@ -406,7 +406,8 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
   const auto t_eval = Clock::now();
   const double train_loss = estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, group_);
   val_loss_ = estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, group_);
-  time_.add(RunBreakdown::kEvals, seconds_since(t_eval));
+  time_.add(step == t_.max_iters ? RunBreakdown::kFinalEval : RunBreakdown::kEvals,
+            seconds_since(t_eval));
   stop_if_diverged("train loss", train_loss, step);
   stop_if_diverged("val loss", val_loss_, step);
   progress_.clear();
@@ -577,7 +578,8 @@ TrainResult Trainer::run() {
         spdlog::warn("interrupted: checkpoint at step {} written to {}; continue with --resume",
                      state_.step, out_.string());
       }
-      return {TrainOutcome::kInterrupted, state_.step, val_loss_};
+      return {TrainOutcome::kInterrupted, state_.step, val_loss_, time_,
+              RunBreakdown::since_process_start()};
     }
   }
 }
@@ -598,7 +600,13 @@ TrainResult Trainer::finish() {
         steps, elapsed, step_seconds_sum_ * 1e3 / static_cast<double>(steps),
         elapsed * 1e3 / static_cast<double>(steps), val_loss_, state_.best_val_loss, out_.string());
   }
-  if (steps > 0 && writer_) spdlog::info("{}", time_.summary(RunBreakdown::since_process_start()));
+  const double wall = RunBreakdown::since_process_start();
+  if (steps > 0 && writer_) {
+    spdlog::info("{}", time_.summary(wall));
+    json record = {{"kind", "time"}, {"step", state_.step}, {"wall_s", wall}};
+    for (const auto& [part, seconds] : time_.parts(wall)) record["parts_s"][part] = seconds;
+    metrics_->write(record);
+  }
   if (probe_.defined() && !phase_.found()) spdlog::info("{}", phase_.none_summary());
   if (snapshots_taken_ > 0) {
     spdlog::info(
@@ -606,7 +614,7 @@ TrainResult Trainer::finish() {
         snapshots_taken_, snapshot_seconds_, 100.0 * snapshot_seconds_ / elapsed, elapsed,
         (out_ / "snapshots").string());
   }
-  return {TrainOutcome::kFinished, state_.step, val_loss_};
+  return {TrainOutcome::kFinished, state_.step, val_loss_, time_, wall};
 }
 
 // A run: a whole checkpoint, or one a kill left committed but not yet moved into place.

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "train/run_breakdown.h"
 #include "train/rank_group.h"
 #include "train/run/run_config.h"
 
@@ -44,6 +45,8 @@ struct TrainResult {
   TrainOutcome outcome = TrainOutcome::kFinished;
   int64_t step = 0;
   double val_loss = 0.0;  // the last val estimate this call made; NaN when it made none
+  RunBreakdown time;      // where this process's wall time went, to its end
+  double wall_seconds = 0.0;  // since the process started
 };
 
 // Throws std::runtime_error unless `out` may be trained into, deciding before anything is

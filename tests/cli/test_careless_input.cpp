@@ -201,6 +201,8 @@ TEST_F(Careless, BenchNeverRemovesADirectoryItDidNotMake) {
   expect({"bench", config_.string(), "--checkpoint", "--repeats", "1", "--checkpoint-dir",
           (scratch_ / "made/bench").string()},
          0, {"checkpoint of"});
+  expect({"bench", config_.string(), "--run", "--run-dir", dir_->path().string()}, 2,
+         {"--run-dir: " + dir_->path().string() + " exists"});
 }
 
 TEST_F(Careless, AnalysesSayWhatTheyCannotDoInTheUsersWords) {

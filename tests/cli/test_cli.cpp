@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -334,6 +336,48 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   ASSERT_EQ(b["sampling"].size(), 4u);
   for (const auto& s : b["sampling"]) EXPECT_GT(s["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(b["memory"]["peak_rss_mb"].get<double>(), 0.0);
+
+  // train's last metrics line says where its time went: parts that sum to the wall time.
+  const auto time_parts_sum_to_wall = [](const nlohmann::json& parts, double wall) {
+    const std::vector<std::string> names = {"start-up", "data",      "steps",       "evals",
+                                            "final eval", "probes", "snapshots", "checkpoints",
+                                            "other"};
+    double sum = 0.0;
+    for (const std::string& name : names) {
+      EXPECT_TRUE(parts.contains(name)) << name;
+      if (name != "other") EXPECT_GE(parts.value(name, -1.0), 0.0) << name;
+      sum += parts.value(name, 0.0);
+    }
+    EXPECT_EQ(parts.size(), names.size());
+    EXPECT_NEAR(sum, wall, 1e-9 * wall);
+    EXPECT_GT(parts.value("steps", 0.0), 0.0);
+    EXPECT_GT(parts.value("final eval", 0.0), 0.0);  // the eval at max_iters
+  };
+  std::ifstream metrics(fs::path(run) / "metrics.jsonl");
+  std::string line, last;
+  while (std::getline(metrics, line)) last = line;
+  const auto time = nlohmann::json::parse(last);
+  EXPECT_EQ(time["kind"], "time");
+  EXPECT_EQ(time["step"], 4);
+  time_parts_sum_to_wall(time["parts_s"], time["wall_s"].get<double>());
+
+  // bench --run trains the recipe once in a directory of its own, removed after.
+  const fs::path bench_run = dir / "made" / "bench-run";
+  r = run_tinylm({"bench", config.string(), "--run", "--json", "--run-dir", bench_run.string(),
+                  "--model.pos_encoding=rope"},
+                 false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto w = nlohmann::json::parse(r.output);
+  const double wall = w["wall_s"].get<double>();
+  EXPECT_EQ(w["steps"], 4);
+  time_parts_sum_to_wall(w["parts_s"], wall);
+  EXPECT_NEAR(w["not_steps_share"].get<double>(), 1.0 - w["parts_s"]["steps"].get<double>() / wall,
+              1e-12);
+  EXPECT_NEAR(w["tokens_per_s"].get<double>() * wall, 4.0 * 4 * 16, 1e-9 * 256);
+  EXPECT_NEAR(w["ms_per_step"].get<double>(), 1e3 * w["parts_s"]["steps"].get<double>() / 4,
+              1e-9);
+  EXPECT_TRUE(std::isfinite(w["val_loss_estimate"].get<double>()));
+  EXPECT_FALSE(fs::exists(dir / "made")) << "bench --run left its directory";
 }
 
 TEST_F(Cli, ExportAndImportArguments) {

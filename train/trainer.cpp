@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -305,7 +306,12 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
   }
   if (writer_) {
     fs::create_directories(out_);
-    metrics_.emplace(out_ / "metrics.jsonl", state_.metrics_bytes, options_.resume);
+    // A resume with nothing left to train keeps the log whole: past the last checkpoint a
+    // finished run's log holds only its closing time record.
+    const bool finished = options_.resume && state_.step >= t_.max_iters;
+    metrics_.emplace(out_ / "metrics.jsonl",
+                     finished ? std::numeric_limits<uint64_t>::max() : state_.metrics_bytes,
+                     options_.resume);
     if (options_.resume) replay_probe_readings();
   }
   spdlog::info("model: {:.2f}M parameters ({} layers, {} heads, n_embd {}, block {}, {} positions)",

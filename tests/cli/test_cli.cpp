@@ -353,13 +353,23 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
     EXPECT_GT(parts.value("steps", 0.0), 0.0);
     EXPECT_GT(parts.value("final eval", 0.0), 0.0);  // the eval at max_iters
   };
-  std::ifstream metrics(fs::path(run) / "metrics.jsonl");
-  std::string line, last;
-  while (std::getline(metrics, line)) last = line;
+  const auto last_line = [](const fs::path& path) {
+    std::ifstream in(path);
+    std::string line, last;
+    while (std::getline(in, line)) last = line;
+    return last;
+  };
+  const std::string last = last_line(fs::path(run) / "metrics.jsonl");
   const auto time = nlohmann::json::parse(last);
   EXPECT_EQ(time["kind"], "time");
   EXPECT_EQ(time["step"], 4);
   time_parts_sum_to_wall(time["parts_s"], time["wall_s"].get<double>());
+  // Run again, the finished run trains nothing and its log keeps that record.
+  r = run_tinylm({"train", config.string(), "--out", run, "--resume", "--model.pos_encoding=rope",
+                  "--model.norm=rmsnorm", "--model.mlp=swiglu", "--model.n_kv_head=1"});
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to train"), std::string::npos) << r.output;
+  EXPECT_EQ(last_line(fs::path(run) / "metrics.jsonl"), last);
 
   // bench --run trains the recipe once in a directory of its own, removed after.
   const fs::path bench_run = dir / "made" / "bench-run";

@@ -58,7 +58,7 @@ for corpus in "$@"; do
   corpus=$(cd "$(dirname "$corpus")" && pwd)/$(basename "$corpus")
   name=$(basename "$corpus" .txt)
   ng="$work/nanogpt-$name"
-  rm -rf "$ng"
+  rm -rf "$ng" "$ng-run"
   mkdir -p "$ng/data/corpus"
   cp "$nanogpt"/{train.py,model.py,configurator.py} "$ng/"
   cp -r "$nanogpt/config" "$ng/"

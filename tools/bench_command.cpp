@@ -390,8 +390,9 @@ int run_bench(BenchArgs args) {
   }
   const torch::Device device = parse_device(args.device);
   // bench removes what --checkpoint and --run write: only a directory it makes itself.
-  for (const auto& [on, flag, dir] : {std::tuple{args.checkpoint, "--checkpoint-dir", args.checkpoint_dir},
-                                      std::tuple{args.run, "--run-dir", args.run_dir}}) {
+  for (const auto& [on, flag, dir] :
+       {std::tuple{args.checkpoint, "--checkpoint-dir", args.checkpoint_dir},
+        std::tuple{args.run, "--run-dir", args.run_dir}}) {
     if (on && fs::exists(fs::symlink_status(dir))) {
       throw UsageError(std::string(flag) + ": " + dir +
                        " exists; bench writes into a new directory and removes it after, so "

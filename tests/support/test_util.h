@@ -2,6 +2,7 @@
 // Helpers shared by the tests: a temporary directory, running the tinylm binary, files,
 // and max_abs_diff, the measure every equality of two paths is held to.
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -93,9 +94,16 @@ inline CommandResult run_command(const std::string& command) {
 using Args = std::vector<std::string>;
 using Env = std::vector<std::pair<std::string, std::string>>;
 
-// Runs `tinylm ARGS --threads 1` directly, no shell, with `env` added to the environment;
-// the output has stdout, and stderr too unless `with_stderr` is false.
-inline CommandResult run_tinylm(const Args& args, bool with_stderr = true, const Env& env = {}) {
+// A started `tinylm ARGS --threads 1` (no shell, `env` added to its environment): its pid
+// and the read end of a pipe holding its stdout and/or stderr; what is not piped goes to
+// /dev/null. pid -1 when no pipe could be made.
+struct StartedTinylm {
+  pid_t pid = -1;
+  int output = -1;
+};
+
+inline StartedTinylm start_tinylm(const Args& args, bool pipe_stdout, bool pipe_stderr,
+                                  const Env& env = {}) {
   std::vector<std::string> words = {"tinylm"};
   words.insert(words.end(), args.begin(), args.end());
   words.insert(words.end(), {"--threads", "1"});
@@ -107,12 +115,10 @@ inline CommandResult run_tinylm(const Args& args, bool with_stderr = true, const
   const std::string path = binary().string();
   const pid_t pid = ::fork();
   if (pid == 0) {
-    ::dup2(out[1], 1);
-    if (with_stderr) {
-      ::dup2(out[1], 2);
-    } else {
-      ::freopen("/dev/null", "w", stderr);
-    }
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(pipe_stdout ? out[1] : null, 1);
+    ::dup2(pipe_stderr ? out[1] : null, 2);
+    ::close(null);
     ::close(out[0]);
     ::close(out[1]);
     for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
@@ -120,15 +126,29 @@ inline CommandResult run_tinylm(const Args& args, bool with_stderr = true, const
     ::_exit(127);
   }
   ::close(out[1]);
+  return {pid, out[0]};
+}
+
+// Waits for a started tinylm; its exit status, or 128 + the signal that ended it.
+inline int wait_exit_code(pid_t pid, bool* exited = nullptr) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (exited) *exited = WIFEXITED(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Runs `tinylm ARGS --threads 1` to its end; the output has stdout, and stderr too unless
+// `with_stderr` is false.
+inline CommandResult run_tinylm(const Args& args, bool with_stderr = true, const Env& env = {}) {
+  const StartedTinylm started = start_tinylm(args, true, with_stderr, env);
+  if (started.pid < 0) return {};
   CommandResult result;
   std::array<char, 4096> buffer;
   ssize_t n;
-  while ((n = ::read(out[0], buffer.data(), buffer.size())) > 0)
+  while ((n = ::read(started.output, buffer.data(), buffer.size())) > 0)
     result.output.append(buffer.data(), static_cast<size_t>(n));
-  ::close(out[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  ::close(started.output);
+  result.exit_code = wait_exit_code(started.pid);
   return result;
 }
 
@@ -144,25 +164,10 @@ struct InterruptedRun {
 };
 
 inline InterruptedRun interrupt_tinylm(const Args& args, const std::string& cue) {
-  std::vector<std::string> words = {"tinylm"};
-  words.insert(words.end(), args.begin(), args.end());
-  words.insert(words.end(), {"--threads", "1"});
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  int log[2];
-  if (::pipe(log) != 0) return {};
-  const std::string path = binary().string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(log[1], 2);
-    ::close(log[0]);
-    ::close(log[1]);
-    ::execv(path.c_str(), argv.data());
-    ::_exit(127);
-  }
-  ::close(log[1]);
-  FILE* lines = ::fdopen(log[0], "r");
+  const StartedTinylm started = start_tinylm(args, false, true);
+  if (started.pid < 0) return {};
+  const pid_t pid = started.pid;
+  FILE* lines = ::fdopen(started.output, "r");
   InterruptedRun run;
   std::array<char, 4096> line;
   while (std::fgets(line.data(), static_cast<int>(line.size()), lines)) {
@@ -175,10 +180,7 @@ inline InterruptedRun interrupt_tinylm(const Args& args, const std::string& cue)
   ::kill(pid, run.cue_seen ? SIGINT : SIGKILL);
   while (std::fgets(line.data(), static_cast<int>(line.size()), lines)) run.result.output += line.data();
   std::fclose(lines);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  run.exited = WIFEXITED(status);
-  run.result.exit_code = run.exited ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.result.exit_code = wait_exit_code(pid, &run.exited);
   return run;
 }
 

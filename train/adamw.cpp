@@ -47,12 +47,23 @@ AdamW::AdamW(GPT& model, const TrainConfig& config)
       if (g == group) ordered.emplace_back(item.key(), item.value());
     }
   }
+  // Muon's matrices by shape, so that each layer's matrix of a shape lies next to the other
+  // layers' and Newton-Schulz runs on them as one batch.
+  const auto muon_count = std::count_if(ordered.begin(), ordered.end(), [&](const auto& item) {
+    return muon && muon_takes(item.first, item.second);
+  });
+  std::stable_sort(ordered.begin(), ordered.begin() + muon_count, [](const auto& x, const auto& y) {
+    return x.second.sizes().vec() < y.second.sizes().vec();
+  });
   int64_t total = 0;
   for (const auto& [name, p] : ordered) {
     const bool m = muon && muon_takes(name, p);
     slots_.push_back({name, total, p.numel(), p.sizes().vec(), m});
     if (m || decays(name, p)) decayed_ = total + p.numel();
     if (m) muon_end_ = total + p.numel();
+    if (m && (muon_batches_.empty() || muon_batches_.back().shape != p.sizes().vec()))
+      muon_batches_.push_back({total, 0, p.sizes().vec()});
+    if (m) ++muon_batches_.back().count;
     total += p.numel();
   }
   const torch::Device device =
@@ -88,10 +99,11 @@ int64_t AdamW::muon_matrices() const {
 void AdamW::muon_step(double lr) {
   if (muon_end_ > 0)
     params_.narrow(0, 0, muon_end_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
-  for (const Slot& s : slots_) {
-    if (!s.muon) continue;
+  for (const MuonBatch& batch : muon_batches_) {
+    std::vector<int64_t> shape{batch.count};
+    shape.insert(shape.end(), batch.shape.begin(), batch.shape.end());
     const auto view = [&](const torch::Tensor& flat) {
-      return flat.narrow(0, s.offset, s.numel).view(s.shape);
+      return flat.narrow(0, batch.offset, c10::multiply_integers(shape)).view(shape);
     };
     muon_update(view(params_), view(grads_), view(exp_avg_), lr * muon_lr_scale_, muon_momentum_,
                 muon_dtype_);

@@ -14,8 +14,8 @@
 // ranks sum their gradients and a few scalars (the loss, a stop request) in one all-reduce.
 //
 // With train.optimizer = "muon" the blocks' 2-D matrices (transformer.h.*.weight, dim 2)
-// come first in the buffers and take Muon's update instead (train/muon.h), their momentum in
-// exp_avg's place; AdamW updates the rest. Weight decay is the same for both: p *= 1 - lr wd
+// come first in the buffers, ordered by shape, and take Muon's update instead (train/muon.h),
+// one batch per shape, their momentum in exp_avg's place; AdamW updates the rest. Weight decay is the same for both: p *= 1 - lr wd
 // with AdamW's scheduled rate, on every parameter of dim >= 2.
 
 #include <cstdint>
@@ -66,8 +66,14 @@ class AdamW {
     std::vector<int64_t> shape;
     bool muon = false;
   };
+  // Muon's matrices of one shape, side by side in the buffers: (count, rows, cols).
+  struct MuonBatch {
+    int64_t offset, count;
+    std::vector<int64_t> shape;
+  };
   void muon_step(double lr);
   std::vector<Slot> slots_;
+  std::vector<MuonBatch> muon_batches_;
   torch::Tensor params_, grads_, exp_avg_, exp_avg_sq_;  // (N,) float32 each
   torch::Tensor sync_buffer_;  // (N + kSideSlots,): grads_ is its first N elements
   int64_t decayed_ = 0;        // the first decayed_ elements get weight decay

@@ -1,16 +1,18 @@
 #include "train/estimate_loss.h"
 
 #include "model/scoped_mode.h"
+#include "train/autocast.h"
 #include "train/run/evaluate.h"
 
 namespace tinylm {
 
 double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
-                     torch::Generator& generator, RankGroup* group) {
+                     torch::Generator& generator, Dtype dtype, RankGroup* group) {
   const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
   const torch::Device device = model->device();
   const ScopedMode eval = eval_mode(*model);
   torch::NoGradGuard no_grad;
+  const Autocast autocast(dtype == Dtype::kBfloat16, device);
   double total = 0.0;
   for (int64_t i = 0; i < iters; ++i) {
     const auto [x, y] =

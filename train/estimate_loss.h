@@ -2,7 +2,11 @@
 // nanoGPT's cheap estimate of the loss during training: the mean loss of `iters` random
 // batches. With a rank group, rank r computes batches r, r + W, ... of the same draws and one
 // all-reduce sums them, so every rank gets the estimate one process would (to float
-// rounding), W times sooner. The exact score of a split is train/run/evaluate.h's.
+// rounding), W times sooner. It runs in the training steps' precision, as nanoGPT's runs
+// under its autocast context: with bfloat16 matmuls (`dtype` kBfloat16) the forward passes
+// took half the time of float32's, and the rounding (~2^-8 relative) is far below the
+// spread of 20 random batches. The exact score of a split is train/run/evaluate.h's, always
+// in float32.
 
 #include <cstdint>
 
@@ -10,11 +14,12 @@
 
 #include "data/batches.h"
 #include "model/gpt.h"
+#include "train/run/run_config.h"
 #include "train/rank_group.h"
 
 namespace tinylm {
 
 double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
-                     torch::Generator& generator, RankGroup* group = nullptr);
+                     torch::Generator& generator, Dtype dtype, RankGroup* group = nullptr);
 
 }  // namespace tinylm

@@ -16,19 +16,25 @@ namespace tinylm {
 
 inline constexpr int kNewtonSchulzSteps = 5;
 
-// The approximate orthogonal factor of g (rows, cols), computed in `dtype` (bfloat16 where the
-// matmuls are fast in it), returned in float32. A bfloat16 iteration on a CPU whose bfloat16
-// matmul would sum in bfloat16 runs in float32 instead (bfloat16_products_sum_in_float32).
 // Whether a bfloat16 matmul on this CPU keeps its running sums in float32. LibTorch 1.13
 // hands one to oneDNN where the CPU has AVX-512 BW, VL and DQ and oneDNN is enabled; its own
 // GEMM elsewhere (AVX2-only CPUs) rounds the sum to bfloat16 at every term, which put
 // Newton-Schulz 0.21 (relative, Frobenius) from float32 where oneDNN's is 0.016
 // (docs/MEASUREMENTS.md).
 bool bfloat16_products_sum_in_float32();
+
+// The approximate orthogonal factor of g (rows, cols), or of each matrix of a batch g
+// (count, rows, cols), computed in `dtype` (bfloat16 where the matmuls are fast in it),
+// returned in float32. A bfloat16 iteration on a CPU whose bfloat16 matmul would sum in
+// bfloat16 runs in float32 instead (bfloat16_products_sum_in_float32). A batch runs each
+// product as one batched matmul: at this project's sizes (128 x 128 Gram matrices) a matmul
+// call costs more in overhead than in arithmetic, and one batched bfloat16 call ran 4.5x the
+// rate of the same products called one by one (docs/MEASUREMENTS.md).
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
 
-// One Muon step on one matrix: momentum updated in place, the update subtracted from param.
+// One Muon step on one matrix (rows, cols), or on a batch of same-shaped matrices
+// (count, rows, cols): momentum updated in place, the update subtracted from param.
 void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum, double lr,
                  double mu, torch::ScalarType dtype);
 

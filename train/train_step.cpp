@@ -1,55 +1,12 @@
 #include "train/train_step.h"
 
-#include <ATen/autocast_mode.h>
-#include <torch/version.h>
-
 #include <limits>
 #include <stdexcept>
 
+#include "train/autocast.h"
 #include "train/run/evaluate.h"
 
 namespace tinylm {
-namespace {
-
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-// set_autocast_enabled(device, on) replaced the per-device calls.
-#define TINYLM_AUTOCAST_BY_DEVICE 1
-#endif
-
-// LibTorch's autocast for the scope, on the model's device: matmuls and linears in
-// bfloat16, reductions and the loss in float32; weights, gradients and AdamW stay float32.
-class Autocast {
- public:
-  Autocast(bool on, const torch::Device& device) : on_(on), cuda_(device.is_cuda()) { set(on_); }
-  ~Autocast() {
-    if (!on_) return;
-    set(false);
-    at::autocast::clear_cache();
-  }
-  Autocast(const Autocast&) = delete;
-  Autocast& operator=(const Autocast&) = delete;
-
- private:
-  void set(bool enabled) const {
-    if (!on_) return;
-#ifdef TINYLM_AUTOCAST_BY_DEVICE
-    const auto type = cuda_ ? at::kCUDA : at::kCPU;
-    at::autocast::set_autocast_dtype(type, at::kBFloat16);
-    at::autocast::set_autocast_enabled(type, enabled);
-#else
-    if (cuda_) {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(enabled);
-    } else {
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-      at::autocast::set_cpu_enabled(enabled);
-    }
-#endif
-  }
-  bool on_, cuda_;
-};
-
-}  // namespace
 
 void check_batch_splits(const TrainConfig& config, int world_size) {
   const int64_t global = config.batch_size * config.gradient_accumulation_steps;

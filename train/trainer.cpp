@@ -410,8 +410,10 @@ void Trainer::checkpoint(const fs::path& dir) {
 
 void Trainer::evaluate_and_checkpoint(int64_t step) {
   const auto t_eval = Clock::now();
-  const double train_loss = estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, group_);
-  val_loss_ = estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, group_);
+  const Dtype dtype = precision_.dtype;
+  const double train_loss =
+      estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, dtype, group_);
+  val_loss_ = estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, dtype, group_);
   time_.add(step == t_.max_iters ? RunBreakdown::kFinalEval : RunBreakdown::kEvals,
             seconds_since(t_eval));
   stop_if_diverged("train loss", train_loss, step);

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -17,6 +18,7 @@
 namespace tinylm {
 namespace {
 
+namespace fs = std::filesystem;
 using test::run_tinylm;
 using test::TempDir;
 

@@ -5,6 +5,9 @@
 
 #include <torch/torch.h>
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "small_model.h"
 #include "train/adamw.h"
@@ -78,6 +81,30 @@ TEST(Muon, Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath) {
   EXPECT_TRUE(torch::equal(fallback, a)) << relative_error(fallback);
 }
 
+TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
+  // Scales 3e4 apart: a norm over the whole batch instead of each matrix's would leave the
+  // small one's singular values far below the basin, and its result far from orthogonal.
+  torch::manual_seed(9);
+  const torch::Tensor g =
+      torch::randn({3, 40, 24}) * torch::tensor({1.0f, 1e-3f, 30.0f}).view({3, 1, 1});
+  const auto relative_error = [](const torch::Tensor& x, const torch::Tensor& y) {
+    return ((x - y).norm() / y.norm()).item<double>();
+  };
+  // The batched and the single products may sum in another order: per product a relative
+  // difference of at most (reduction length) x (unit roundoff), 3 products a step. bfloat16's
+  // products round their result once each (the bound of the test above).
+  const double float32_bound = 3 * kNewtonSchulzSteps * 40 * std::ldexp(1.0, -24);
+  const double bfloat16_bound = 3 * kNewtonSchulzSteps * std::ldexp(1.0, -8);
+  for (const auto& [dtype, bound] : {std::pair{torch::kFloat32, float32_bound},
+                                     std::pair{torch::kBFloat16, bfloat16_bound}}) {
+    const torch::Tensor batch = newton_schulz(g, dtype);
+    ASSERT_EQ(batch.sizes(), g.sizes());
+    EXPECT_EQ(batch.scalar_type(), torch::kFloat32);
+    for (int64_t i = 0; i < g.size(0); ++i)
+      EXPECT_LT(relative_error(batch[i], newton_schulz(g[i], dtype)), bound) << dtype << " " << i;
+  }
+}
+
 TEST(Muon, TakesTheBlocksMatricesAndLeavesTheRestToAdamW) {
   GPT model = test::random_model(test::small_config({"tie_weights=false"}));
   TrainConfig t;
@@ -96,7 +123,8 @@ TEST(Muon, TakesTheBlocksMatricesAndLeavesTheRestToAdamW) {
 }
 
 TEST(Muon, AStepMovesEachMatrixByItsOrthogonalisedMomentum) {
-  // The first step from zero momentum: M = G, U = G + mu G, W -= lr sqrt(max(1, r / c)) O(U).
+  // The first step from zero momentum: M = G, U = G + mu G, W -= lr sqrt(max(1, r / c)) O(U),
+  // for every matrix, each by its own gradient (the optimizer batches them by shape).
   GPT model = test::random_model(test::small_config());
   TrainConfig t;
   t.optimizer = OptimizerKind::kMuon;
@@ -105,18 +133,29 @@ TEST(Muon, AStepMovesEachMatrixByItsOrthogonalisedMomentum) {
   t.muon_learning_rate = 0.05;
   t.learning_rate = 1e-3;
   AdamW optimizer(model, t);
-  const torch::Tensor w = model->named_parameters()["transformer.h.1.attn.c_attn.weight"];
-  const torch::Tensor before = w.detach().clone();
+  std::vector<std::string> names;
+  std::map<std::string, torch::Tensor> before, grads;
   torch::manual_seed(8);
-  const torch::Tensor g = torch::randn(w.sizes());
-  {
+  for (const auto& item : model->named_parameters()) {
+    const std::string& name = item.key();
+    const torch::Tensor& w = item.value();
+    if (w.dim() != 2 || name.rfind("transformer.h.", 0) != 0) continue;
+    names.push_back(name);
+    before[name] = w.detach().clone();
+    grads[name] = torch::randn(w.sizes()) * static_cast<double>(names.size());
     torch::NoGradGuard no_grad;
-    w.mutable_grad().copy_(g);
+    w.mutable_grad().copy_(grads[name]);
   }
+  ASSERT_EQ(static_cast<int64_t>(names.size()), optimizer.muon_matrices());
   optimizer.step(t.learning_rate);  // the scheduled AdamW rate; Muon's is 50 times it
-  const double scale = std::sqrt(static_cast<double>(w.size(0)) / static_cast<double>(w.size(1)));
-  const torch::Tensor expected = before - 0.05 * scale * newton_schulz(g * 1.9, torch::kFloat32);
-  EXPECT_LT(test::max_abs_diff(w.detach(), expected), 1e-6);
+  for (const std::string& name : names) {
+    const torch::Tensor w = model->named_parameters()[name];
+    const double scale =
+        std::sqrt(std::max(1.0, static_cast<double>(w.size(0)) / static_cast<double>(w.size(1))));
+    const torch::Tensor expected =
+        before[name] - 0.05 * scale * newton_schulz(grads[name] * 1.9, torch::kFloat32);
+    EXPECT_LT(test::max_abs_diff(w.detach(), expected), 1e-6) << name;
+  }
 }
 
 }  // namespace

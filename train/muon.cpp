@@ -1,5 +1,7 @@
 #include "train/muon.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -17,10 +19,24 @@ bool bfloat16_products_sum_in_float32() {
   return avx512 && at::globalContext().userEnabledMkldnn();
 }
 
+namespace {
+
+// `steps` steps of the quintic on a batch x (count, rows, cols), rows <= cols.
+torch::Tensor iterate(torch::Tensor x, int steps) {
+  constexpr double a = 3.4445, b = -4.7750, c = 2.0315;
+  for (int i = 0; i < steps; ++i) {
+    const torch::Tensor A = torch::bmm(x, x.transpose(-2, -1));
+    const torch::Tensor B = torch::baddbmm(A, A, A, b, c);  // b A + c A A
+    x = torch::baddbmm(x, B, x, a, 1.0);                    // a X + B X
+  }
+  return x;
+}
+
+}  // namespace
+
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int steps) {
   TORCH_CHECK(g.dim() == 2 || g.dim() == 3,
               "newton_schulz: expected a matrix or a batch of matrices, got ", g.sizes());
-  constexpr double a = 3.4445, b = -4.7750, c = 2.0315;
   torch::NoGradGuard no_grad;
   if (dtype == torch::kBFloat16 && g.is_cpu() && !bfloat16_products_sum_in_float32())
     dtype = torch::kFloat32;
@@ -31,10 +47,17 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
   x = x.to(dtype).contiguous();
   // Each matrix's singular values <= 1: inside the iteration's basin.
   x = x / (x.norm(2, {-2, -1}, /*keepdim=*/true) + 1e-7);
-  for (int i = 0; i < steps; ++i) {
-    const torch::Tensor A = torch::bmm(x, x.transpose(-2, -1));
-    const torch::Tensor B = torch::baddbmm(A, A, A, b, c);  // b A + c A A
-    x = torch::baddbmm(x, B, x, a, 1.0);                    // a X + B X
+  if (x.is_cpu() && x.size(0) > 1) {
+    // On the CPU, a thread per matrix: splitting each of these small products over the
+    // threads cost more than it gained (the optimizer's time per step fell 1.6x in float32,
+    // OpenBLAS, and 1.2x in bfloat16, oneDNN).
+    torch::Tensor out = torch::empty_like(x);
+    at::parallel_for(0, x.size(0), 1, [&](int64_t begin, int64_t end) {
+      out.narrow(0, begin, end - begin).copy_(iterate(x.narrow(0, begin, end - begin), steps));
+    });
+    x = out;
+  } else {
+    x = iterate(x, steps);
   }
   if (tall) x = x.transpose(-2, -1);
   x = x.to(torch::kFloat32).contiguous();

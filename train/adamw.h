@@ -15,8 +15,9 @@
 //
 // With train.optimizer = "muon" the blocks' 2-D matrices (transformer.h.*.weight, dim 2)
 // come first in the buffers, ordered by shape, and take Muon's update instead (train/muon.h),
-// one batch per shape, their momentum in exp_avg's place; AdamW updates the rest. Weight decay is the same for both: p *= 1 - lr wd
-// with AdamW's scheduled rate, on every parameter of dim >= 2.
+// one batch per shape, their momentum in exp_avg's place; AdamW updates the rest. Weight
+// decay is the same for both: p *= 1 - lr wd with AdamW's scheduled rate, on every
+// parameter of dim >= 2.
 
 #include <cstdint>
 #include <map>

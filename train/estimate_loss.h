@@ -14,8 +14,8 @@
 
 #include "data/batches.h"
 #include "model/gpt.h"
-#include "train/run/run_config.h"
 #include "train/rank_group.h"
+#include "train/run/run_config.h"
 
 namespace tinylm {
 

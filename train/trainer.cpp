@@ -22,7 +22,6 @@
 #include "train/estimate_loss.h"
 #include "train/lr_schedule.h"
 #include "train/precision.h"
-#include "train/run_breakdown.h"
 #include "train/run/checkpoint.h"
 #include "train/run/checkpoint_transaction.h"
 #include "train/run/evaluate.h"
@@ -30,6 +29,7 @@
 #include "train/run/progress.h"
 #include "train/run/run_corpus.h"
 #include "train/run/snapshots.h"
+#include "train/run_breakdown.h"
 #include "train/train_step.h"
 #include "train/training_lock.h"
 
@@ -251,7 +251,7 @@ class Trainer {
   torch::Tensor snapshot_probe_;  // ... and their induction probe
   int64_t snapshots_taken_ = 0;
   double snapshot_seconds_ = 0.0;
-  RunBreakdown time_;  // where the wall time went, logged at the end
+  RunBreakdown time_;               // where the wall time went, logged at the end
   double step_data_seconds_ = 0.0;  // drawing the batches of the step under way
   GPT model_{nullptr};
   std::optional<AdamW> optimizer_;

@@ -178,7 +178,8 @@ inline InterruptedRun interrupt_tinylm(const Args& args, const std::string& cue)
     }
   }
   ::kill(pid, run.cue_seen ? SIGINT : SIGKILL);
-  while (std::fgets(line.data(), static_cast<int>(line.size()), lines)) run.result.output += line.data();
+  while (std::fgets(line.data(), static_cast<int>(line.size()), lines))
+    run.result.output += line.data();
   std::fclose(lines);
   run.result.exit_code = wait_exit_code(pid, &run.exited);
   return run;

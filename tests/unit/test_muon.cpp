@@ -95,8 +95,8 @@ TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
   // products round their result once each (the bound of the test above).
   const double float32_bound = 3 * kNewtonSchulzSteps * 40 * std::ldexp(1.0, -24);
   const double bfloat16_bound = 3 * kNewtonSchulzSteps * std::ldexp(1.0, -8);
-  for (const auto& [dtype, bound] : {std::pair{torch::kFloat32, float32_bound},
-                                     std::pair{torch::kBFloat16, bfloat16_bound}}) {
+  for (const auto& [dtype, bound] :
+       {std::pair{torch::kFloat32, float32_bound}, std::pair{torch::kBFloat16, bfloat16_bound}}) {
     const torch::Tensor batch = newton_schulz(g, dtype);
     ASSERT_EQ(batch.sizes(), g.sizes());
     EXPECT_EQ(batch.scalar_type(), torch::kFloat32);

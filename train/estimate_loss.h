@@ -5,8 +5,8 @@
 // rounding), W times sooner. It runs in the training steps' precision, as nanoGPT's runs
 // under its autocast context: with bfloat16 matmuls (`dtype` kBfloat16) the two evals of
 // the default recipe took 0.6 s against float32's 1.0, and the rounding (~2^-8 relative) is
-// far below the spread of 20 random batches. The exact score of a split is train/run/evaluate.h's,
-// always in float32.
+// far below the spread of 20 random batches. The exact score of a split is
+// train/run/evaluate.h's, always in float32.
 
 #include <cstdint>
 

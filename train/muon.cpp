@@ -47,10 +47,11 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
   x = x.to(dtype).contiguous();
   // Each matrix's singular values <= 1: inside the iteration's basin.
   x = x / (x.norm(2, {-2, -1}, /*keepdim=*/true) + 1e-7);
-  if (x.is_cpu() && x.size(0) > 1) {
+  if (x.is_cpu() && x.size(0) > 1 && x.size(0) >= at::get_num_threads()) {
     // On the CPU, a thread per matrix: splitting each of these small products over the
     // threads cost more than it gained (the optimizer's time per step fell 1.6x in float32,
-    // OpenBLAS, and 1.2x in bfloat16, oneDNN).
+    // OpenBLAS, and 1.2x in bfloat16, oneDNN, on 2 threads). With fewer matrices than
+    // threads that would leave threads idle, so each product is split over them instead.
     torch::Tensor out = torch::empty_like(x);
     at::parallel_for(0, x.size(0), 1, [&](int64_t begin, int64_t end) {
       out.narrow(0, begin, end - begin).copy_(iterate(x.narrow(0, begin, end - begin), steps));

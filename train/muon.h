@@ -27,9 +27,10 @@ bool bfloat16_products_sum_in_float32();
 // (count, rows, cols), computed in `dtype` (bfloat16 where the matmuls are fast in it),
 // returned in float32. A bfloat16 iteration on a CPU whose bfloat16 matmul would sum in
 // bfloat16 runs in float32 instead (bfloat16_products_sum_in_float32). A batch runs each
-// product as one batched matmul, on the CPU split a matrix per thread: at this project's
-// sizes (128 x 128 Gram matrices) a matmul call costs more in overhead than in arithmetic,
-// and one batched bfloat16 call ran 4.5x the rate of the same products called one by one
+// product as one batched matmul, on the CPU a matrix per thread where the batch has at
+// least as many matrices as there are threads: at this project's sizes (128 x 128 Gram
+// matrices) a matmul call costs more in overhead than in arithmetic, and one batched
+// bfloat16 call ran 4.5x the rate of the same products called one by one
 // (docs/MEASUREMENTS.md).
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);

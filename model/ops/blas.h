@@ -11,6 +11,8 @@ void sgemm_(const char* transa, const char* transb, const int* m, const int* n, 
 void dgemm_(const char* transa, const char* transb, const int* m, const int* n, const int* k,
             const double* alpha, const double* a, const int* lda, const double* b, const int* ldb,
             const double* beta, double* c, const int* ldc);
+void ssyrk_(const char* uplo, const char* trans, const int* n, const int* k, const float* alpha,
+            const float* a, const int* lda, const float* beta, float* c, const int* ldc);
 void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, const float* a,
             const int* lda, const float* x, const int* incx, const float* beta, float* y,
             const int* incy);
@@ -31,6 +33,16 @@ void gemm_row_major(bool trans_a, bool trans_b, int m, int n, int k, T alpha, co
     dgemm_(&tb, &ta, &n, &m, &k, &alpha, b, &ldb, a, &lda, &beta, c, &ldc);
   }
 }
+// Row-major C (n, n) = alpha A A^T + beta C for A (n, k), written in C's lower triangle only
+// (the upper is left as it was): syrk does half of gemm's multiply-adds, and ran 1.6x its
+// speed at Newton-Schulz's shapes (docs/MEASUREMENTS.md). The row-major lower triangle is
+// the column-major upper one, of A^T's column-major view transposed.
+inline void syrk_lower_row_major(int n, int k, float alpha, const float* a, int lda, float beta,
+                                 float* c, int ldc) {
+  const char uplo = 'U', trans = 'T';
+  ssyrk_(&uplo, &trans, &n, &k, &alpha, a, &lda, &beta, c, &ldc);
+}
+
 // Up to this many rows a product with a weight matrix runs as matrix-vector products
 // (model/kernels/matrix_vector.h): sgemm copies ("packs") the whole weight on every call,
 // which at one row costs several times the product itself; from two rows on one sgemm was

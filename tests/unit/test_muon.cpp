@@ -96,18 +96,22 @@ TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
   // products round their result once each (the bound of the test above).
   const double float32_bound = 3 * kNewtonSchulzSteps * 40 * std::ldexp(1.0, -24);
   const double bfloat16_bound = 3 * kNewtonSchulzSteps * std::ldexp(1.0, -8);
-  // Both CPU paths: 2 threads take a matrix each (3 >= 2), 4 split each batched product.
+  // Both CPU paths: 2 threads take a matrix each (3 >= 2; float32 there by BLAS syrk, whose
+  // result lands in the spare buffer after an odd number of steps), 4 split each batched
+  // product.
   const int threads = at::get_num_threads();
   for (const int t : {2, 4}) {
     at::set_num_threads(t);
     for (const auto& [dtype, bound] :
          {std::pair{torch::kFloat32, float32_bound}, std::pair{torch::kBFloat16, bfloat16_bound}}) {
-      const torch::Tensor batch = newton_schulz(g, dtype);
-      ASSERT_EQ(batch.sizes(), g.sizes());
-      EXPECT_EQ(batch.scalar_type(), torch::kFloat32);
-      for (int64_t i = 0; i < g.size(0); ++i)
-        EXPECT_LT(relative_error(batch[i], newton_schulz(g[i], dtype)), bound)
-            << dtype << " " << i << ", " << t << " threads";
+      for (const int steps : {kNewtonSchulzSteps, kNewtonSchulzSteps - 1}) {
+        const torch::Tensor batch = newton_schulz(g, dtype, steps);
+        ASSERT_EQ(batch.sizes(), g.sizes());
+        EXPECT_EQ(batch.scalar_type(), torch::kFloat32);
+        for (int64_t i = 0; i < g.size(0); ++i)
+          EXPECT_LT(relative_error(batch[i], newton_schulz(g[i], dtype, steps)), bound)
+              << dtype << " " << i << ", " << t << " threads, " << steps << " steps";
+      }
     }
   }
   at::set_num_threads(threads);

@@ -35,11 +35,12 @@ std::string& last_ending() {
   return ending;
 }
 
-// The answer that broke a promise goes to stderr with the report.
+// The answer that broke a promise goes to stderr with the report, and how its reading ended
+// where it was cut short (empty, or a head without its whole body).
 void require(bool ok, const std::string& answer = "") {
   if (ok) return;
   std::fprintf(stderr, "the answer: %s\n", answer.substr(0, 2000).c_str());
-  if (answer.empty()) std::fprintf(stderr, "it ended: %s\n", last_ending().c_str());
+  if (!last_ending().empty()) std::fprintf(stderr, "it ended: %s\n", last_ending().c_str());
   std::abort();
 }
 
@@ -117,6 +118,7 @@ std::string round_trip(int port, const std::string& request) {
   while (!whole(answer) && (n = read(fd, buffer, sizeof buffer)) > 0)
     answer.append(buffer, static_cast<size_t>(n));
   // How an answer that is not whole ended, for the report of a broken promise.
+  last_ending().clear();
   if (!whole(answer)) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                         std::chrono::steady_clock::now() - start)

@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -97,6 +98,21 @@ bool whole(const std::string& answer) {
   return false;  // read until the server closes
 }
 
+// libFuzzer's -timeout raises SIGALRM every second, and a blocking call of this thread that
+// it lands in fails with EINTR (the cause of this target's rare failures, with an empty
+// answer or a head without its body): each call below is retried, as a client's would be.
+// A blocking connect that is interrupted goes on by itself; this waits for it.
+bool connect_to(int fd, const sockaddr_in& address) {
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0) return true;
+  if (errno != EINTR) return false;
+  pollfd ready{fd, POLLOUT, 0};
+  while (poll(&ready, 1, 30000) < 0)
+    if (errno != EINTR) return false;
+  int error = 0;
+  socklen_t length = sizeof error;
+  return getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+}
+
 // Sends `request` and reads one answer: until it is whole, the server closes, or 30 s pass.
 std::string round_trip(int port, const std::string& request) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -105,18 +121,28 @@ std::string round_trip(int port, const std::string& request) {
   address.sin_family = AF_INET;
   address.sin_port = htons(static_cast<uint16_t>(port));
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  require(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  require(connect_to(fd, address));
   timeval timeout{30, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   // No half-close after the request: httplib then answers nothing, and the lab takes a
-  // client's FIN for its leaving (tools/serve/client_connection.h).
-  (void)!write(fd, request.data(), request.size());
+  // client's FIN for its leaving (tools/serve/client_connection.h). A server that refuses
+  // a request before reading all of it may close first: the rest is then not sent.
+  for (size_t sent = 0; sent < request.size();) {
+    const ssize_t w = write(fd, request.data() + sent, request.size() - sent);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    sent += static_cast<size_t>(w);
+  }
   std::string answer;
   char buffer[65536];
   const auto start = std::chrono::steady_clock::now();
   ssize_t n = 1;
-  while (!whole(answer) && (n = read(fd, buffer, sizeof buffer)) > 0)
+  while (!whole(answer)) {
+    n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
     answer.append(buffer, static_cast<size_t>(n));
+  }
   // How an answer that is not whole ended, for the report of a broken promise.
   last_ending().clear();
   if (!whole(answer)) {

@@ -27,19 +27,18 @@ constexpr double kA = 3.4445, kB = -4.7750, kC = 2.0315;
 
 // `steps` steps of the quintic on a batch x (count, rows, cols), rows <= cols.
 torch::Tensor iterate(torch::Tensor x, int steps) {
-  constexpr double a = kA, b = kB, c = kC;
   for (int i = 0; i < steps; ++i) {
     const torch::Tensor A = torch::bmm(x, x.transpose(-2, -1));
-    const torch::Tensor B = torch::baddbmm(A, A, A, b, c);  // b A + c A A
-    x = torch::baddbmm(x, B, x, a, 1.0);                    // a X + B X
+    const torch::Tensor B = torch::baddbmm(A, A, A, kB, kC);  // b A + c A A
+    x = torch::baddbmm(x, B, x, kA, 1.0);                     // a X + B X
   }
   return x;
 }
 
 // The same on one contiguous float32 CPU matrix x (rows, cols), rows <= cols, in place, by
 // single-threaded BLAS: A = X X^T and A A are symmetric, so each is one syrk (half a gemm's
-// multiply-adds, 1.6x a gemm's speed at these shapes in OpenBLAS) mirrored to full; B X is one
-// gemm.
+// multiply-adds, 1.6x a gemm's speed at these shapes in OpenBLAS) mirrored to full; a X + B X
+// is one gemm, (a I + B) X, with no copy of X.
 void iterate_symmetric(torch::Tensor x, int steps) {
   constexpr auto a = static_cast<float>(kA), b = static_cast<float>(kB), c = static_cast<float>(kC);
   const int n = static_cast<int>(x.size(0)), m = static_cast<int>(x.size(1));
@@ -57,8 +56,8 @@ void iterate_symmetric(torch::Tensor x, int steps) {
     std::copy(A, A + n * n, B);
     syrk_lower_row_major(n, n, c, A, n, b, B, n);  // b A + c A A^T, and A^T = A
     mirror_lower(B);
-    std::copy(X, X + static_cast<int64_t>(n) * m, next);
-    gemm_row_major<float>(false, false, n, m, n, 1.0f, B, n, X, m, a, next, m);  // a X + B X
+    for (int d = 0; d < n; ++d) B[d * n + d] += a;
+    gemm_row_major<float>(false, false, n, m, n, 1.0f, B, n, X, m, 0.0f, next, m);  // (a I + B) X
     std::swap(X, next);
   }
   if (X != x.data_ptr<float>()) x.copy_(spare);

@@ -35,41 +35,106 @@ torch::Tensor iterate(torch::Tensor x, int steps) {
   return x;
 }
 
-// The same on one contiguous float32 CPU matrix x (rows, cols), rows <= cols, in place, by
-// single-threaded BLAS: A = X X^T and A A are symmetric, so each is one syrk (half a gemm's
-// multiply-adds, 1.6x a gemm's speed at these shapes in OpenBLAS) mirrored to full; a X + B X
-// is one gemm, (a I + B) X, with no copy of X.
-void iterate_symmetric(torch::Tensor x, int steps) {
-  constexpr auto a = static_cast<float>(kA), b = static_cast<float>(kB), c = static_cast<float>(kC);
-  const int n = static_cast<int>(x.size(0)), m = static_cast<int>(x.size(1));
-  torch::Tensor gram = torch::empty({n, n}), poly = torch::empty({n, n}),
-                spare = torch::empty_like(x);
-  float *A = gram.data_ptr<float>(), *B = poly.data_ptr<float>();
-  float *X = x.data_ptr<float>(), *next = spare.data_ptr<float>();
-  const auto mirror_lower = [n](float* s) {
+// Row-major n x n products on one thread, for the two float32 iterations below. A product
+// that is symmetric (S S^T) is one syrk, half a gemm's multiply-adds (1.6x a gemm's speed
+// at these shapes in OpenBLAS), its lower triangle mirrored to full.
+struct SquareProducts {
+  int n;
+  void mirror_lower(float* s) const {
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) s[i * n + j] = s[j * n + i];
-  };
+  }
+  // out = a I + b S + c S S for a symmetric S: the quintic's polynomial.
+  void quintic(const float* S, float* out) const {
+    std::copy(S, S + n * n, out);
+    syrk_lower_row_major(n, n, static_cast<float>(kC), S, n, static_cast<float>(kB), out, n);
+    mirror_lower(out);
+    for (int d = 0; d < n; ++d) out[d * n + d] += static_cast<float>(kA);
+  }
+  void square(const float* S, float* out) const {  // S S^T
+    syrk_lower_row_major(n, n, 1.0f, S, n, 0.0f, out, n);
+    mirror_lower(out);
+  }
+  void times(const float* L, const float* R, float* out) const {  // L R
+    gemm_row_major<float>(false, false, n, n, n, 1.0f, L, n, R, n, 0.0f, out, n);
+  }
+};
+
+// The quintic on one contiguous float32 CPU matrix x (n, m), n <= m, in place, each step as
+// written: A = X X^T (syrk), P = a I + b A + c A A (syrk), X <- P X (gemm).
+void iterate_directly(torch::Tensor x, int steps) {
+  const int n = static_cast<int>(x.size(0)), m = static_cast<int>(x.size(1));
+  const SquareProducts square{n};
+  torch::Tensor gram = torch::empty({n, n}), poly = torch::empty({n, n}),
+                spare = torch::empty_like(x);
+  float *A = gram.data_ptr<float>(), *P = poly.data_ptr<float>();
+  float *X = x.data_ptr<float>(), *next = spare.data_ptr<float>();
   for (int i = 0; i < steps; ++i) {
     syrk_lower_row_major(n, m, 1.0f, X, m, 0.0f, A, n);
-    mirror_lower(A);
-    std::copy(A, A + n * n, B);
-    syrk_lower_row_major(n, n, c, A, n, b, B, n);  // b A + c A A^T, and A^T = A
-    mirror_lower(B);
-    for (int d = 0; d < n; ++d) B[d * n + d] += a;
-    gemm_row_major<float>(false, false, n, m, n, 1.0f, B, n, X, m, 0.0f, next, m);  // (a I + B) X
+    square.mirror_lower(A);
+    square.quintic(A, P);
+    gemm_row_major<float>(false, false, n, m, n, 1.0f, P, n, X, m, 0.0f, next, m);
     std::swap(X, next);
   }
   if (X != x.data_ptr<float>()) x.copy_(spare);
 }
 
+// The same result through n x n products only. Every P_k is a polynomial in G = X0 X0^T, so
+// they commute: X_k = Q_k X0 with Q_k = P_{k-1} ... P_0, and A_{k+1} = X_{k+1} X_{k+1}^T =
+// P_k A_k P_k = P_k^2 A_k. Only G and the last Q X0 touch the m-wide X. Q's norm grows
+// up to a^steps (the quintic's largest gain, at small singular values), and rounding in Q
+// with it: about 1e-4 relative against 5e-6 for the direct steps, where the singular values
+// spread over four decades (float64 reference) -- bfloat16's iteration is 1.6e-2 off.
+void iterate_through_gram(torch::Tensor x, int steps) {
+  const int n = static_cast<int>(x.size(0)), m = static_cast<int>(x.size(1));
+  const SquareProducts square{n};
+  torch::Tensor squares = torch::empty({6, n, n}), product = torch::empty_like(x);
+  float* base = squares.data_ptr<float>();
+  float *A = base, *A_next = base + n * n, *P = base + 2 * n * n, *P2 = base + 3 * n * n;
+  float *Q = base + 4 * n * n, *Q_next = base + 5 * n * n;
+  syrk_lower_row_major(n, m, 1.0f, x.data_ptr<float>(), m, 0.0f, A, n);
+  square.mirror_lower(A);
+  for (int k = 0; k < steps; ++k) {
+    square.quintic(A, P);
+    if (k == 0) {
+      std::copy(P, P + n * n, Q);
+    } else {
+      square.times(P, Q, Q_next);
+      std::swap(Q, Q_next);
+    }
+    if (k + 1 < steps) {
+      square.square(P, P2);
+      square.times(P2, A, A_next);  // symmetric up to rounding, as the next syrk takes it
+      std::swap(A, A_next);
+    }
+  }
+  gemm_row_major<float>(false, false, n, m, n, 1.0f, Q, n, x.data_ptr<float>(), m, 0.0f,
+                        product.data_ptr<float>(), m);
+  x.copy_(product);
+}
+
 }  // namespace
+
+bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps) {
+  const double n = static_cast<double>(std::min(rows, cols));
+  const double m = static_cast<double>(std::max(rows, cols));
+  // Multiply-adds (syrk counted as half a gemm): per direct step n^2 m / 2 + n^3 / 2 + n^2 m;
+  // through G, n^2 m / 2 and n^2 m once, and per step at most 3 n^3 (first and last less).
+  const double direct = steps * (1.5 * n * n * m + 0.5 * n * n * n);
+  const double through_gram = 1.5 * n * n * m + (3.0 * steps - 2.5) * n * n * n;
+  return steps > 1 && through_gram < direct;
+}
 
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int steps) {
   TORCH_CHECK(g.dim() == 2 || g.dim() == 3,
               "newton_schulz: expected a matrix or a batch of matrices, got ", g.sizes());
   torch::NoGradGuard no_grad;
-  if (dtype == torch::kBFloat16 && g.is_cpu() && !bfloat16_products_sum_in_float32())
+  // LibTorch 1.13 hands a bfloat16 product to oneDNN only past 16 x 16 x 16 multiply-adds,
+  // counting the batch; a smaller one takes its own GEMM, which sums in bfloat16 (a 16-wide
+  // matrix alone came out 0.09 from float64 instead of 0.016). At that size float32 is free.
+  const int64_t side = std::min(g.size(-2), g.size(-1));
+  if (dtype == torch::kBFloat16 && g.is_cpu() &&
+      (!bfloat16_products_sum_in_float32() || side * side * side <= 16 * 16 * 16))
     dtype = torch::kFloat32;
   torch::Tensor x = g.dim() == 2 ? g.unsqueeze(0) : g;
   const bool tall = g.size(-2) > g.size(-1);
@@ -89,9 +154,10 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
         out.narrow(0, begin, end - begin).copy_(iterate(x.narrow(0, begin, end - begin), steps));
         return;
       }
+      const bool through_gram = newton_schulz_through_gram(x.size(1), x.size(2), steps);
       for (int64_t i = begin; i < end; ++i) {
         out[i].copy_(x[i]);
-        iterate_symmetric(out[i], steps);
+        through_gram ? iterate_through_gram(out[i], steps) : iterate_directly(out[i], steps);
       }
     });
     x = out;

@@ -33,9 +33,17 @@ bool bfloat16_products_sum_in_float32();
 // bfloat16 call ran 4.5x the rate of the same products called one by one
 // (docs/MEASUREMENTS.md). A float32 matrix on its own thread takes its two symmetric
 // products (X X^T and A A) as BLAS syrk, which does half of gemm's multiply-adds: the
-// float32 optimizer step fell from 16-18 to 13-14 ms.
+// float32 optimizer step fell from 16-18 to 13-14 ms. A wide one (cols past 5/3 rows, or
+// the transpose) iterates on its n x n Gram matrix instead (newton_schulz_through_gram).
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
+
+// Whether a float32 matrix (rows, cols) on its own thread runs `steps` Newton-Schulz steps
+// through its Gram matrix: with n <= m its sides, X_k = Q_k X0 where Q_k is a polynomial in
+// G = X0 X0^T, so the steps can run on n x n matrices and touch X0 twice (G and Q X0)
+// instead of twice a step. That is fewer multiply-adds where m > 5n/3: at 5 steps 48% of the
+// direct steps' for this project's 128 x 688 SwiGLU matrix.
+bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps);
 
 // One Muon step on one matrix (rows, cols), or on a batch of same-shaped matrices
 // (count, rows, cols): momentum updated in place, the update subtracted from param.

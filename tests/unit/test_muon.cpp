@@ -74,6 +74,12 @@ TEST(Muon, Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath) {
   const torch::Tensor b = newton_schulz(g, torch::kBFloat16);
   EXPECT_EQ(b.scalar_type(), torch::kFloat32);
   EXPECT_LT(relative_error(b), bound);
+  // A 16-wide matrix's A A (16^3 multiply-adds) is too small for LibTorch to hand to oneDNN.
+  const torch::Tensor narrow = torch::randn({16, 64});
+  const torch::Tensor narrow_a = newton_schulz(narrow, torch::kFloat32);
+  EXPECT_LT(((newton_schulz(narrow, torch::kBFloat16) - narrow_a).norm() / narrow_a.norm())
+                .item<double>(),
+            bound);
   // LibTorch's own GEMM sums in bfloat16 (0.21 here): the iteration must not run in it.
   at::globalContext().setUserEnabledMkldnn(false);
   EXPECT_FALSE(bfloat16_products_sum_in_float32());
@@ -85,32 +91,46 @@ TEST(Muon, Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath) {
 TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
   // Scales 3e4 apart: a norm over the whole batch instead of each matrix's would leave the
   // small one's singular values far below the basin, and its result far from orthogonal.
-  torch::manual_seed(9);
-  const torch::Tensor g =
-      torch::randn({3, 40, 24}) * torch::tensor({1.0f, 1e-3f, 30.0f}).view({3, 1, 1});
+  // Two shapes, for both float32 iterations of a matrix on its own thread: (40, 24) steps
+  // X directly, (16, 64) runs through its Gram matrix.
+  ASSERT_FALSE(newton_schulz_through_gram(40, 24, kNewtonSchulzSteps));
+  ASSERT_TRUE(newton_schulz_through_gram(16, 64, kNewtonSchulzSteps));
+  const torch::Tensor scales = torch::tensor({1.0f, 1e-3f, 30.0f}).view({3, 1, 1});
   const auto relative_error = [](const torch::Tensor& x, const torch::Tensor& y) {
     return ((x - y).norm() / y.norm()).item<double>();
   };
   // The batched and the single products may sum in another order: per product a relative
-  // difference of at most (reduction length) x (unit roundoff), 3 products a step. bfloat16's
-  // products round their result once each (the bound of the test above).
-  const double float32_bound = 3 * kNewtonSchulzSteps * 40 * std::ldexp(1.0, -24);
+  // difference of at most (reduction length) x (unit roundoff), 3 products a step. Through
+  // the Gram matrix the difference in Q_k reaches the result multiplied by Q's norm, at
+  // most a^steps (a = 3.4445, the quintic's largest gain). bfloat16's products round their
+  // result once each (the bound of the test above).
+  const auto float32_bound = [](int64_t length, int steps) {
+    return 3 * steps * length * std::ldexp(1.0, -24);
+  };
   const double bfloat16_bound = 3 * kNewtonSchulzSteps * std::ldexp(1.0, -8);
-  // Both CPU paths: 2 threads take a matrix each (3 >= 2; float32 there by BLAS syrk, whose
-  // result lands in the spare buffer after an odd number of steps), 4 split each batched
-  // product.
+  // Both CPU paths: 2 threads take a matrix each (3 >= 2; float32 there by BLAS, whose
+  // result lands in the spare buffer after an odd number of direct steps), 4 split each
+  // batched product.
   const int threads = at::get_num_threads();
-  for (const int t : {2, 4}) {
-    at::set_num_threads(t);
-    for (const auto& [dtype, bound] :
-         {std::pair{torch::kFloat32, float32_bound}, std::pair{torch::kBFloat16, bfloat16_bound}}) {
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{40, 24}, {16, 64}}) {
+    torch::manual_seed(9);
+    const torch::Tensor g = torch::randn({3, rows, cols}) * scales;
+    for (const int t : {2, 4}) {
+      at::set_num_threads(t);
       for (const int steps : {kNewtonSchulzSteps, kNewtonSchulzSteps - 1}) {
-        const torch::Tensor batch = newton_schulz(g, dtype, steps);
-        ASSERT_EQ(batch.sizes(), g.sizes());
-        EXPECT_EQ(batch.scalar_type(), torch::kFloat32);
-        for (int64_t i = 0; i < g.size(0); ++i)
-          EXPECT_LT(relative_error(batch[i], newton_schulz(g[i], dtype, steps)), bound)
-              << dtype << " " << i << ", " << t << " threads, " << steps << " steps";
+        const double gain =
+            newton_schulz_through_gram(rows, cols, steps) && t == 2 ? std::pow(3.4445, steps) : 1;
+        for (const auto& [dtype, bound] :
+             {std::pair{torch::kFloat32, gain * float32_bound(std::max(rows, cols), steps)},
+              std::pair{torch::kBFloat16, bfloat16_bound}}) {
+          const torch::Tensor batch = newton_schulz(g, dtype, steps);
+          ASSERT_EQ(batch.sizes(), g.sizes());
+          EXPECT_EQ(batch.scalar_type(), torch::kFloat32);
+          for (int64_t i = 0; i < g.size(0); ++i)
+            EXPECT_LT(relative_error(batch[i], newton_schulz(g[i], dtype, steps)), bound)
+                << rows << "x" << cols << " " << dtype << " " << i << ", " << t << " threads, "
+                << steps << " steps";
+        }
       }
     }
   }

@@ -33,9 +33,11 @@ TEST(RunConfig, ShippedConfigsLoad) {
   EXPECT_EQ(c.train.max_iters, 2000);
   EXPECT_DOUBLE_EQ(c.train.beta2, 0.99);
   EXPECT_DOUBLE_EQ(c.train.min_lr, 1e-4);
-  // The fast recipe: the same shape with the modern block.
+  // The fast recipe: a smaller model with the modern block, and Muon.
   const RunConfig fast = load_run_config(test::source_dir() / "configs/shakespeare_char.toml");
-  EXPECT_EQ(fast.model.n_embd, 128);
+  EXPECT_EQ(fast.model.n_layer, 3);
+  EXPECT_EQ(fast.model.n_embd, 96);
+  EXPECT_EQ(fast.train.optimizer, OptimizerKind::kMuon);
   EXPECT_EQ(fast.model.pos_encoding, PosEncoding::kRope);
   EXPECT_EQ(fast.model.norm, NormKind::kRmsNorm);
   EXPECT_EQ(fast.model.mlp, MlpKind::kSwiglu);

@@ -26,10 +26,11 @@ bool bfloat16_products_sum_in_float32();
 // The approximate orthogonal factor of g (rows, cols), or of each matrix of a batch g
 // (count, rows, cols), computed in `dtype` (bfloat16 where the matmuls are fast in it),
 // returned in float32. A bfloat16 iteration on a CPU whose bfloat16 matmul would sum in
-// bfloat16 runs in float32 instead (bfloat16_products_sum_in_float32). A batch runs each
+// bfloat16 (bfloat16_products_sum_in_float32), or of a matrix at most 16 wide (whose
+// products LibTorch keeps from oneDNN), runs in float32 instead. A batch runs each
 // product as one batched matmul, on the CPU a matrix per thread where the batch has at
-// least as many matrices as there are threads: at this project's sizes (128 x 128 Gram
-// matrices) a matmul call costs more in overhead than in arithmetic, and one batched
+// least as many matrices as there are threads: at this project's sizes (96- to 128-wide
+// Gram matrices) a matmul call costs more in overhead than in arithmetic, and one batched
 // bfloat16 call ran 4.5x the rate of the same products called one by one
 // (docs/MEASUREMENTS.md). A float32 matrix on its own thread takes its two symmetric
 // products (X X^T and A A) as BLAS syrk, which does half of gemm's multiply-adds: the

@@ -1,5 +1,6 @@
 #include "train/adamw.h"
 
+#include "train/adamw_update.h"
 #include "train/muon.h"
 
 #include <ATen/record_function.h>
@@ -115,23 +116,20 @@ void AdamW::step(double lr) {
   if (!params_.is_cpu()) return step_with_operators(lr);
   muon_step(lr);
   ++steps_;
-  const float b1 = static_cast<float>(beta1_), b2 = static_cast<float>(beta2_);
-  const float step_size = static_cast<float>(lr / (1.0 - std::pow(beta1_, steps_)));
-  const float root_correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(beta2_, steps_)));
-  const float eps = static_cast<float>(eps_);
-  const float decay = static_cast<float>(1.0 - lr * weight_decay_);
+  AdamWScalars s;
+  s.beta1 = static_cast<float>(beta1_);
+  s.beta2 = static_cast<float>(beta2_);
+  s.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1_, steps_)));
+  s.root_correction2 = static_cast<float>(std::sqrt(1.0 - std::pow(beta2_, steps_)));
+  s.eps = static_cast<float>(eps_);
+  s.decay = static_cast<float>(1.0 - lr * weight_decay_);
   float* p = params_.data_ptr<float>();
   const float* g = grads_.data_ptr<float>();
   float* m = exp_avg_.data_ptr<float>();
   float* v = exp_avg_sq_.data_ptr<float>();
   const int64_t decayed = decayed_;
   at::parallel_for(muon_end_, params_.numel(), 16384, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      if (i < decayed) p[i] *= decay;
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / root_correction2 + eps);
-    }
+    adamw_update(p, g, m, v, begin, end, decayed, s);
   });
 }
 

@@ -113,22 +113,37 @@ void iterate_through_gram(torch::Tensor x, int steps) {
   x.copy_(product);
 }
 
+// Multiply-adds of `steps` steps on a matrix with sides n <= m (syrk counted as half a gemm):
+// per direct step n^2 m / 2 + n^3 / 2 + n^2 m; through G, n^2 m / 2 and n^2 m once, and per
+// step at most 3 n^3 (first and last less).
+double direct_multiply_adds(double n, double m, int steps) {
+  return steps * (1.5 * n * n * m + 0.5 * n * n * n);
+}
+double gram_multiply_adds(double n, double m, int steps) {
+  return 1.5 * n * n * m + (3.0 * steps - 2.5) * n * n * n;
+}
+
 }  // namespace
 
 bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps) {
   const double n = static_cast<double>(std::min(rows, cols));
   const double m = static_cast<double>(std::max(rows, cols));
-  // Multiply-adds (syrk counted as half a gemm): per direct step n^2 m / 2 + n^3 / 2 + n^2 m;
-  // through G, n^2 m / 2 and n^2 m once, and per step at most 3 n^3 (first and last less).
-  const double direct = steps * (1.5 * n * n * m + 0.5 * n * n * n);
-  const double through_gram = 1.5 * n * n * m + (3.0 * steps - 2.5) * n * n * n;
-  return steps > 1 && through_gram < direct;
+  return steps > 1 && gram_multiply_adds(n, m, steps) < direct_multiply_adds(n, m, steps);
 }
 
-torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int steps) {
+namespace {
+
+// A batch (count, n, m) ready for the iteration: n <= m, in the dtype it iterates in, each
+// matrix scaled to norm 1; and what turns the result back into the caller's shape.
+struct Prepared {
+  torch::Tensor x;
+  bool tall;    // the caller's matrices are (m, n): x holds their transposes
+  bool single;  // the caller passed one matrix, not a batch
+};
+
+Prepared prepare(const torch::Tensor& g, torch::ScalarType dtype) {
   TORCH_CHECK(g.dim() == 2 || g.dim() == 3,
               "newton_schulz: expected a matrix or a batch of matrices, got ", g.sizes());
-  torch::NoGradGuard no_grad;
   // LibTorch 1.13 hands a bfloat16 product to oneDNN only past 16 x 16 x 16 multiply-adds,
   // counting the batch; a smaller one takes its own GEMM, which sums in bfloat16 (a 16-wide
   // matrix alone came out 0.09 from float64 instead of 0.016). At that size float32 is free.
@@ -136,47 +151,124 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
   if (dtype == torch::kBFloat16 && g.is_cpu() &&
       (!bfloat16_products_sum_in_float32() || side * side * side <= 16 * 16 * 16))
     dtype = torch::kFloat32;
-  torch::Tensor x = g.dim() == 2 ? g.unsqueeze(0) : g;
-  const bool tall = g.size(-2) > g.size(-1);
+  Prepared p{g.dim() == 2 ? g.unsqueeze(0) : g, g.size(-2) > g.size(-1), g.dim() == 2};
   // X X^T is then the smaller Gram matrix; a contiguous X makes its first product 2x faster.
-  if (tall) x = x.transpose(-2, -1);
-  x = x.to(dtype).contiguous();
+  if (p.tall) p.x = p.x.transpose(-2, -1);
+  p.x = p.x.to(dtype).contiguous();
   // Each matrix's singular values <= 1: inside the iteration's basin.
-  x = x / (x.norm(2, {-2, -1}, /*keepdim=*/true) + 1e-7);
-  if (x.is_cpu() && x.size(0) > 1 && x.size(0) >= at::get_num_threads()) {
-    // On the CPU, a thread per matrix: splitting each of these small products over the
-    // threads cost more than it gained (the optimizer's time per step fell 1.6x in float32,
-    // OpenBLAS, and 1.2x in bfloat16, oneDNN, on 2 threads). With fewer matrices than
-    // threads that would leave threads idle, so each product is split over them instead.
-    torch::Tensor out = torch::empty_like(x);
-    at::parallel_for(0, x.size(0), 1, [&](int64_t begin, int64_t end) {
-      if (x.scalar_type() != torch::kFloat32) {
-        out.narrow(0, begin, end - begin).copy_(iterate(x.narrow(0, begin, end - begin), steps));
-        return;
-      }
-      const bool through_gram = newton_schulz_through_gram(x.size(1), x.size(2), steps);
-      for (int64_t i = begin; i < end; ++i) {
-        out[i].copy_(x[i]);
-        through_gram ? iterate_through_gram(out[i], steps) : iterate_directly(out[i], steps);
-      }
-    });
-    x = out;
-  } else {
-    x = iterate(x, steps);
-  }
-  if (tall) x = x.transpose(-2, -1);
-  x = x.to(torch::kFloat32).contiguous();
-  return g.dim() == 2 ? x.squeeze(0) : x;
+  p.x = p.x / (p.x.norm(2, {-2, -1}, /*keepdim=*/true) + 1e-7);
+  return p;
 }
 
-void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum, double lr,
-                 double mu, torch::ScalarType dtype) {
+torch::Tensor finish(const Prepared& p) {
+  torch::Tensor x = p.tall ? p.x.transpose(-2, -1) : p.x;
+  x = x.to(torch::kFloat32).contiguous();
+  return p.single ? x.squeeze(0) : x;
+}
+
+// Float32 matrices of several batches, each iterated on one thread by BLAS (the cheaper of
+// the two iterations above), in place. The matrices are dealt longest first to the thread
+// with the least work so far (greedy longest-processing-time scheduling): dealing each batch
+// over the threads on its own left threads idle whenever a batch did not divide evenly (the
+// default model's batches are 3 matrices each, and on 2 threads one thread took 2 of every
+// batch while the other waited).
+void iterate_float32_on_threads(const std::vector<torch::Tensor>& xs, int steps) {
+  struct Task {
+    torch::Tensor x;
+    bool through_gram;
+    double cost;
+  };
+  std::vector<Task> tasks;
+  for (const torch::Tensor& x : xs) {
+    const double n = static_cast<double>(x.size(1)), m = static_cast<double>(x.size(2));
+    const bool through_gram = newton_schulz_through_gram(x.size(1), x.size(2), steps);
+    const double cost =
+        through_gram ? gram_multiply_adds(n, m, steps) : direct_multiply_adds(n, m, steps);
+    for (int64_t i = 0; i < x.size(0); ++i) tasks.push_back({x[i], through_gram, cost});
+  }
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const Task& a, const Task& b) { return a.cost > b.cost; });
+  const int threads = at::get_num_threads();
+  std::vector<std::vector<const Task*>> dealt(threads);
+  std::vector<double> load(threads, 0.0);
+  for (const Task& task : tasks) {
+    const auto least = std::min_element(load.begin(), load.end()) - load.begin();
+    dealt[least].push_back(&task);
+    load[least] += task.cost;
+  }
+  at::parallel_for(0, threads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      for (const Task* task : dealt[t])
+        task->through_gram ? iterate_through_gram(task->x, steps)
+                           : iterate_directly(task->x, steps);
+  });
+}
+
+// A batch in another dtype (bfloat16): each thread's share of the batch as one batched
+// product (oneDNN's bfloat16 calls cost more in overhead than in arithmetic at these sizes,
+// so a thread's matrices stay together), in place.
+void iterate_batch_on_threads(torch::Tensor x, int steps) {
+  at::parallel_for(0, x.size(0), 1, [&](int64_t begin, int64_t end) {
+    torch::Tensor share = x.narrow(0, begin, end - begin);
+    share.copy_(iterate(share, steps));
+  });
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batches,
+                                         torch::ScalarType dtype, int steps) {
   torch::NoGradGuard no_grad;
-  momentum.mul_(mu).add_(grad);
-  const torch::Tensor update = newton_schulz(grad.add(momentum, mu), dtype);
-  const double shape_scale = std::sqrt(
-      std::max(1.0, static_cast<double>(param.size(-2)) / static_cast<double>(param.size(-1))));
-  param.add_(update, -lr * shape_scale);
+  std::vector<Prepared> prepared;
+  bool cpu = true;
+  for (const torch::Tensor& g : batches) {
+    prepared.push_back(prepare(g, dtype));
+    cpu = cpu && g.is_cpu();
+  }
+  // On the CPU, a thread per matrix: splitting each of these small products over the
+  // threads cost more than it gained (the optimizer's time per step fell 1.6x in float32,
+  // OpenBLAS, and 1.2x in bfloat16, oneDNN, on 2 threads). With fewer matrices than threads
+  // that would leave threads idle, so each product is split over them instead.
+  const int threads = at::get_num_threads();
+  const auto on_threads = [&](int64_t count) { return cpu && count > 1 && count >= threads; };
+  std::vector<torch::Tensor> float32;
+  for (const Prepared& p : prepared)
+    if (p.x.scalar_type() == torch::kFloat32) float32.push_back(p.x);
+  int64_t float32_matrices = 0;
+  for (const torch::Tensor& x : float32) float32_matrices += x.size(0);
+  if (on_threads(float32_matrices)) iterate_float32_on_threads(float32, steps);
+  for (Prepared& p : prepared) {
+    const bool is_float32 = p.x.scalar_type() == torch::kFloat32;
+    if (is_float32 && on_threads(float32_matrices)) continue;
+    if (!is_float32 && on_threads(p.x.size(0)))
+      iterate_batch_on_threads(p.x, steps);
+    else
+      p.x = iterate(p.x, steps);
+  }
+  std::vector<torch::Tensor> out;
+  for (const Prepared& p : prepared) out.push_back(finish(p));
+  return out;
+}
+
+torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int steps) {
+  return newton_schulz(std::vector<torch::Tensor>{g}, dtype, steps)[0];
+}
+
+void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
+                 torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> nesterov;
+  for (const MuonMatrices& b : batches) {
+    b.momentum.mul_(mu).add_(b.grad);
+    nesterov.push_back(b.grad.add(b.momentum, mu));
+  }
+  const std::vector<torch::Tensor> updates = newton_schulz(nesterov, dtype);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const torch::Tensor& param = batches[i].param;
+    const double shape_scale = std::sqrt(
+        std::max(1.0, static_cast<double>(param.size(-2)) / static_cast<double>(param.size(-1))));
+    param.add_(updates[i], -lr * shape_scale);
+  }
 }
 
 }  // namespace tinylm

@@ -10,6 +10,8 @@
 // with (a, b, c) = (3.4445, -4.7750, 2.0315): it pushes every singular value of X into
 // about [0.7, 1.2] in 5 steps, without an SVD.
 
+#include <vector>
+
 #include <torch/torch.h>
 
 namespace tinylm {
@@ -38,6 +40,12 @@ bool bfloat16_products_sum_in_float32();
 // the transpose) iterates on its n x n Gram matrix instead (newton_schulz_through_gram).
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
+// The same for several batches at once (each (count, rows, cols), shapes free to differ), as
+// each alone would return it. On the CPU every matrix of every batch is dealt to a thread,
+// longest first to the least loaded, so that batches of a few matrices each do not leave a
+// thread idle while another finishes its batch's odd one.
+std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batches,
+                                         torch::ScalarType dtype, int steps = kNewtonSchulzSteps);
 
 // Whether a float32 matrix (rows, cols) on its own thread runs `steps` Newton-Schulz steps
 // through its Gram matrix: with n <= m its sides, X_k = Q_k X0 where Q_k is a polynomial in
@@ -46,9 +54,14 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
 // direct steps' for a SwiGLU gate-and-up matrix (n_embd x 16/3 n_embd), 68% for c_attn.
 bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps);
 
-// One Muon step on one matrix (rows, cols), or on a batch of same-shaped matrices
-// (count, rows, cols): momentum updated in place, the update subtracted from param.
-void muon_update(torch::Tensor param, const torch::Tensor& grad, torch::Tensor momentum, double lr,
-                 double mu, torch::ScalarType dtype);
+// One batch of same-shaped matrices (count, rows, cols) or one matrix (rows, cols) for Muon.
+struct MuonMatrices {
+  torch::Tensor param, grad, momentum;
+};
+
+// One Muon step on each batch: momentum updated in place, the update subtracted from param.
+// The batches' Newton-Schulz iterations run together (newton_schulz of several batches).
+void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
+                 torch::ScalarType dtype);
 
 }  // namespace tinylm

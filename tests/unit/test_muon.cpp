@@ -88,6 +88,23 @@ TEST(Muon, Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath) {
   EXPECT_TRUE(torch::equal(fallback, a)) << relative_error(fallback);
 }
 
+double relative_error(const torch::Tensor& x, const torch::Tensor& y) {
+  return ((x - y).norm() / y.norm()).item<double>();
+}
+
+// A matrix iterated in a batch and alone may sum in another order: per product a relative
+// difference of at most (reduction length) x (unit roundoff), 3 products a step. On a
+// thread of its own a float32 matrix may go through its Gram matrix, where the difference in
+// Q_k reaches the result multiplied by Q's norm, at most a^steps (a = 3.4445, the quintic's
+// largest gain). bfloat16's products round their result once each (the bound of
+// Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath).
+double float32_bound(int64_t rows, int64_t cols, int steps, bool own_thread) {
+  const double gain =
+      own_thread && newton_schulz_through_gram(rows, cols, steps) ? std::pow(3.4445, steps) : 1;
+  return gain * 3 * steps * std::max(rows, cols) * std::ldexp(1.0, -24);
+}
+const double bfloat16_bound = 3 * kNewtonSchulzSteps * std::ldexp(1.0, -8);
+
 TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
   // Scales 3e4 apart: a norm over the whole batch instead of each matrix's would leave the
   // small one's singular values far below the basin, and its result far from orthogonal.
@@ -96,18 +113,6 @@ TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
   ASSERT_FALSE(newton_schulz_through_gram(40, 24, kNewtonSchulzSteps));
   ASSERT_TRUE(newton_schulz_through_gram(16, 64, kNewtonSchulzSteps));
   const torch::Tensor scales = torch::tensor({1.0f, 1e-3f, 30.0f}).view({3, 1, 1});
-  const auto relative_error = [](const torch::Tensor& x, const torch::Tensor& y) {
-    return ((x - y).norm() / y.norm()).item<double>();
-  };
-  // The batched and the single products may sum in another order: per product a relative
-  // difference of at most (reduction length) x (unit roundoff), 3 products a step. Through
-  // the Gram matrix the difference in Q_k reaches the result multiplied by Q's norm, at
-  // most a^steps (a = 3.4445, the quintic's largest gain). bfloat16's products round their
-  // result once each (the bound of the test above).
-  const auto float32_bound = [](int64_t length, int steps) {
-    return 3 * steps * length * std::ldexp(1.0, -24);
-  };
-  const double bfloat16_bound = 3 * kNewtonSchulzSteps * std::ldexp(1.0, -8);
   // Both CPU paths: 2 threads take a matrix each (3 >= 2; float32 there by BLAS, whose
   // result lands in the spare buffer after an odd number of direct steps), 4 split each
   // batched product.
@@ -118,10 +123,10 @@ TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
     for (const int t : {2, 4}) {
       at::set_num_threads(t);
       for (const int steps : {kNewtonSchulzSteps, kNewtonSchulzSteps - 1}) {
-        const double gain =
-            newton_schulz_through_gram(rows, cols, steps) && t == 2 ? std::pow(3.4445, steps) : 1;
+        // 4 threads split each batched product: the Gram path is the single thread's.
+        const bool own_thread = t == 2;
         for (const auto& [dtype, bound] :
-             {std::pair{torch::kFloat32, gain * float32_bound(std::max(rows, cols), steps)},
+             {std::pair{torch::kFloat32, float32_bound(rows, cols, steps, own_thread)},
               std::pair{torch::kBFloat16, bfloat16_bound}}) {
           const torch::Tensor batch = newton_schulz(g, dtype, steps);
           ASSERT_EQ(batch.sizes(), g.sizes());
@@ -131,6 +136,35 @@ TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
                 << rows << "x" << cols << " " << dtype << " " << i << ", " << t << " threads, "
                 << steps << " steps";
         }
+      }
+    }
+  }
+  at::set_num_threads(threads);
+}
+
+TEST(Muon, NewtonSchulzOfSeveralBatchesIsEachMatrixAlone) {
+  // Batches of four shapes and three counts (9 matrices), dealt together over 2 and 3
+  // threads: each matrix's result is its own, whichever thread took it and whatever else that
+  // thread took, each batch back in its caller's orientation (64 x 16 is iterated as 16 x 64).
+  torch::manual_seed(10);
+  const std::vector<torch::Tensor> batches{
+      torch::randn({3, 40, 24}), torch::randn({3, 16, 64}) * 30.0, torch::randn({1, 24, 24}),
+      torch::randn({2, 64, 16}) * 1e-3};
+  const int threads = at::get_num_threads();
+  for (const int t : {2, 3}) {
+    at::set_num_threads(t);
+    for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+      const std::vector<torch::Tensor> out = newton_schulz(batches, dtype);
+      ASSERT_EQ(out.size(), batches.size());
+      for (size_t b = 0; b < batches.size(); ++b) {
+        ASSERT_EQ(out[b].sizes(), batches[b].sizes());
+        const int64_t rows = batches[b].size(1), cols = batches[b].size(2);
+        const double bound = dtype == torch::kFloat32
+                                 ? float32_bound(rows, cols, kNewtonSchulzSteps, true)
+                                 : bfloat16_bound;
+        for (int64_t i = 0; i < batches[b].size(0); ++i)
+          EXPECT_LT(relative_error(out[b][i], newton_schulz(batches[b][i], dtype)), bound)
+              << "batch " << b << " matrix " << i << ", " << dtype << ", " << t << " threads";
       }
     }
   }

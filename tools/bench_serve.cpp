@@ -112,7 +112,6 @@ void bench_serve(const BenchServeArgs& args) {
       load(port, "/api/inspect?" + query(ablated), args.clients, args.requests);
 
   // Streamed sampling against generate() in process, alternating, medians of repeats.
-  SamplingOptions sampling;
   const httplib::Params sample = {{"run", id},
                                   {"prompt", prompt.substr(0, 1)},
                                   {"max-new-tokens", std::to_string(args.max_new_tokens)},

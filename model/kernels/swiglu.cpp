@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "model/kernels/kernel_choice.h"
+#include "model/kernels/element_io.h"
 #include "model/kernels/row_chunks.h"
 
 namespace tinylm {
@@ -15,20 +15,26 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+// Rows [begin, end) of [gate; up] (N, 2H) into y (N, H), in T's widened type (element_io.h).
 template <class T>
 TINYLM_CPU_CLONES void swiglu_rows(const T* gate_up, T* y, int64_t H, int64_t begin, int64_t end) {
+  using W = Widened<T>;
   for (int64_t n = begin; n < end; ++n) {
     const T* g = gate_up + n * 2 * H;
     const T* u = g + H;
     T* yr = y + n * H;
 #pragma omp simd
-    for (int64_t i = 0; i < H; ++i) yr[i] = g[i] / (T(1) + std::exp(-g[i])) * u[i];
+    for (int64_t i = 0; i < H; ++i) {
+      const W gi = widen(g[i]);
+      store(yr[i], gi / (W(1) + std::exp(-gi)) * widen(u[i]));
+    }
   }
 }
 
 template <class T>
 TINYLM_CPU_CLONES void swiglu_backward_rows(const T* grad, const T* gate_up, T* d_gate_up,
                                             int64_t H, int64_t begin, int64_t end) {
+  using W = Widened<T>;
   for (int64_t n = begin; n < end; ++n) {
     const T* gy = grad + n * H;
     const T* g = gate_up + n * 2 * H;
@@ -37,9 +43,10 @@ TINYLM_CPU_CLONES void swiglu_backward_rows(const T* grad, const T* gate_up, T* 
     T* du = dg + H;
 #pragma omp simd
     for (int64_t i = 0; i < H; ++i) {
-      const T s = T(1) / (T(1) + std::exp(-g[i]));
-      du[i] = gy[i] * g[i] * s;
-      dg[i] = gy[i] * u[i] * s * (T(1) + g[i] * (T(1) - s));
+      const W gi = widen(g[i]), gyi = widen(gy[i]);
+      const W s = W(1) / (W(1) + std::exp(-gi));
+      store(du[i], gyi * gi * s);
+      store(dg[i], gyi * widen(u[i]) * s * (W(1) + gi * (W(1) - s)));
     }
   }
 }
@@ -52,7 +59,7 @@ class Swiglu : public torch::autograd::Function<Swiglu> {
     std::vector<int64_t> shape = gate_up.sizes().vec();
     shape.back() = H;
     at::Tensor y = at::empty(shape, gate_up.options());
-    AT_DISPATCH_FLOATING_TYPES(gate_up.scalar_type(), "fused_swiglu", [&] {
+    AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, gate_up.scalar_type(), "fused_swiglu", [&] {
       const scalar_t* in = gate_up.data_ptr<scalar_t>();
       scalar_t* out = y.data_ptr<scalar_t>();
       at::parallel_for(0, N, kRowGrain,
@@ -67,13 +74,14 @@ class Swiglu : public torch::autograd::Function<Swiglu> {
     const at::Tensor g = grads[0].to(gate_up.scalar_type()).contiguous();
     const int64_t H = gate_up.size(-1) / 2, N = gate_up.numel() / (2 * H);
     at::Tensor d = at::empty_like(gate_up);
-    AT_DISPATCH_FLOATING_TYPES(gate_up.scalar_type(), "fused_swiglu_backward", [&] {
-      const scalar_t *gp = g.data_ptr<scalar_t>(), *in = gate_up.data_ptr<scalar_t>();
-      scalar_t* out = d.data_ptr<scalar_t>();
-      at::parallel_for(0, N, kRowGrain, [&](int64_t begin, int64_t end) {
-        swiglu_backward_rows(gp, in, out, H, begin, end);
-      });
-    });
+    AT_DISPATCH_FLOATING_TYPES_AND(
+        at::kBFloat16, gate_up.scalar_type(), "fused_swiglu_backward", [&] {
+          const scalar_t *gp = g.data_ptr<scalar_t>(), *in = gate_up.data_ptr<scalar_t>();
+          scalar_t* out = d.data_ptr<scalar_t>();
+          at::parallel_for(0, N, kRowGrain, [&](int64_t begin, int64_t end) {
+            swiglu_backward_rows(gp, in, out, H, begin, end);
+          });
+        });
     return {d};
   }
 };
@@ -83,7 +91,7 @@ class Swiglu : public torch::autograd::Function<Swiglu> {
 at::Tensor fused_swiglu(const at::Tensor& gate_up) {
   TORCH_CHECK(gate_up.size(-1) % 2 == 0, "fused_swiglu: the last dimension ", gate_up.size(-1),
               " is not [gate; up]");
-  return Swiglu::apply(fused_kernel_input(gate_up));
+  return Swiglu::apply(gate_up);  // bfloat16 too: it reads and writes it itself
 }
 
 }  // namespace tinylm

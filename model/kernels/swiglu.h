@@ -9,7 +9,9 @@
 
 namespace tinylm {
 
-// gate_up (..., 2H) float32, float64 or bfloat16 (computed in float32) on the CPU -> (..., H).
+// gate_up (..., 2H) float32, float64 or bfloat16 on the CPU -> (..., H) of the same type.
+// bfloat16 is computed in float32 and rounded once, to what casting gate_up to float32 and the
+// result back would give (element_io.h): autocast's next matmul takes it as it is.
 at::Tensor fused_swiglu(const at::Tensor& gate_up);
 
 }  // namespace tinylm

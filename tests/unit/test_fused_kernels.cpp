@@ -169,6 +169,34 @@ TEST(FusedKernels, SwigluPassesFiniteDifferences) {
   expect_finite_differences(kSwigluFused, random_inputs({{3, 4, 22}}, torch::kFloat64, 7), 8);
 }
 
+TEST(FusedKernels, SwigluInBfloat16IsTheFloat32KernelRoundedOnce) {
+  // Under autocast the kernel reads and writes bfloat16 itself. Its result, and the gradient
+  // it hands back, must be what the float32 kernel gives between casts: float32 in, rounded
+  // once to bfloat16 (nearest-even). Both compute in float32, so they agree to the bit but
+  // where the two builds' float32 arithmetic differs in its last bit (-ffast-math lets GCC
+  // contract and reorder each build its own way) across a bfloat16 rounding boundary: one
+  // bfloat16 unit, in 2 to 4 of 10^5 elements at the model's shape here. Truncating instead
+  // of rounding differs in half of them.
+  const Inputs in = random_inputs({{12, 64, 2 * 256}}, torch::kFloat32, 9);
+  const torch::Tensor x = in[0].to(torch::kBFloat16);
+  const torch::Tensor probe = probe_for(kSwigluOperators({x}), 10);
+  const Kernel between_casts = [](const Inputs& in) {
+    return fused_swiglu(in[0].to(torch::kFloat32)).to(torch::kBFloat16);
+  };
+  const Evaluated ours = evaluate(kSwigluFused, {x}, probe);
+  const Evaluated ref = evaluate(between_casts, {x}, probe);
+  ASSERT_EQ(ours.out.scalar_type(), torch::kBFloat16);
+  ASSERT_EQ(ours.grads[0].scalar_type(), torch::kBFloat16);
+  for (const auto& [a, b] : {std::pair{ours.out, ref.out}, {ours.grads[0], ref.grads[0]}}) {
+    const torch::Tensor a32 = a.to(torch::kFloat32), b32 = b.to(torch::kFloat32);
+    const double unequal = (a32 != b32).to(torch::kFloat64).mean().item<double>();
+    EXPECT_LE(unequal, 0.01) << "of the elements differ";
+    // One bfloat16 unit: 2^-7 of the magnitude at most (8 bits of significand).
+    const torch::Tensor unit = torch::max(a32.abs(), b32.abs()) * std::ldexp(1.0, -7);
+    EXPECT_TRUE(((a32 - b32).abs() <= unit).all().item<bool>()) << test::max_abs_diff(a32, b32);
+  }
+}
+
 // ---- causal attention ----
 
 struct AttentionShape {

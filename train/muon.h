@@ -41,9 +41,11 @@ bool bfloat16_products_sum_in_float32();
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
 // The same for several batches at once (each (count, rows, cols), shapes free to differ), as
-// each alone would return it. On the CPU every matrix of every batch is dealt to a thread,
-// longest first to the least loaded, so that batches of a few matrices each do not leave a
-// thread idle while another finishes its batch's odd one.
+// each alone would return it. On the CPU every float32 matrix of every batch is dealt to a
+// thread, longest first to the least loaded, so that batches of a few matrices each do not
+// leave a thread idle while another finishes its batch's odd one; a bfloat16 batch is split
+// over the threads on its own, each share one batched call (oneDNN's call overhead is the
+// larger cost there).
 std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batches,
                                          torch::ScalarType dtype, int steps = kNewtonSchulzSteps);
 

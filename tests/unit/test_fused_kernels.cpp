@@ -176,7 +176,7 @@ TEST(FusedKernels, SwigluInBfloat16IsTheFloat32KernelRoundedOnce) {
   // where the two builds' float32 arithmetic differs in its last bit (-ffast-math lets GCC
   // contract and reorder each build its own way) across a bfloat16 rounding boundary: one
   // bfloat16 unit, in 2 to 4 of 10^5 elements at the model's shape here. Truncating instead
-  // of rounding differs in half of them.
+  // of rounding differs in half of the elements.
   const Inputs in = random_inputs({{12, 64, 2 * 256}}, torch::kFloat32, 9);
   const torch::Tensor x = in[0].to(torch::kBFloat16);
   const torch::Tensor probe = probe_for(kSwigluOperators({x}), 10);

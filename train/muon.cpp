@@ -236,10 +236,11 @@ std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batch
     if (p.x.scalar_type() == torch::kFloat32) float32.push_back(p.x);
   int64_t float32_matrices = 0;
   for (const torch::Tensor& x : float32) float32_matrices += x.size(0);
-  if (on_threads(float32_matrices)) iterate_float32_on_threads(float32, steps);
+  const bool float32_dealt = on_threads(float32_matrices);
+  if (float32_dealt) iterate_float32_on_threads(float32, steps);
   for (Prepared& p : prepared) {
     const bool is_float32 = p.x.scalar_type() == torch::kFloat32;
-    if (is_float32 && on_threads(float32_matrices)) continue;
+    if (is_float32 && float32_dealt) continue;
     if (!is_float32 && on_threads(p.x.size(0)))
       iterate_batch_on_threads(p.x, steps);
     else

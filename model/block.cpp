@@ -50,10 +50,10 @@ BlockImpl::BlockImpl(const ModelConfig& config, const HookScope& scope, int64_t 
 
 torch::Tensor BlockImpl::forward(torch::Tensor x, KVCache* cache) {
   x = hook_resid_pre(x);
-  x = x + hook_attn_out(attn(ln_1(x), cache));
+  x = x + hook_attn_out(attn(ln_1->forward_to_linear(x), cache));
   if (!mlp) return hook_resid_post(x);
   x = hook_resid_mid(x);
-  x = x + hook_mlp_out(mlp(ln_2(x)));
+  x = x + hook_mlp_out(mlp(ln_2->forward_to_linear(x)));
   return hook_resid_post(x);
 }
 

@@ -9,6 +9,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "model/autocast_state.h"
 #include "model/config.h"
 #include "model/kernels/kernel_choice.h"
 #include "model/kernels/rms_norm.h"
@@ -22,13 +23,11 @@ class NormImpl : public torch::nn::Module {
     if (bias && kind_ == NormKind::kLayerNorm)
       this->bias = register_parameter("bias", torch::zeros({n_embd}));
   }
-  torch::Tensor forward(const torch::Tensor& x) {  // (..., C) -> (..., C)
-    RECORD_USER_SCOPE("tinylm::norm");             // a profiler's category (train/step_profile.h)
-    if (kind_ == NormKind::kRmsNorm) {
-      if (fused_kernel_takes(x)) return fused_rms_norm(x, weight, kEps);
-      return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
-    }
-    return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);
+  torch::Tensor forward(const torch::Tensor& x) { return normalize(x, false); }  // (..., C)
+  // forward(x) for a linear to read (ln_1's and ln_2's): under bfloat16 autocast, which
+  // would cast it, the fused kernel writes it in bfloat16 itself, without the copy.
+  torch::Tensor forward_to_linear(const torch::Tensor& x) {
+    return normalize(x, cpu_autocast_to_bfloat16());
   }
   // Whether the output is centred (mean 0 before the weight): layernorm yes, rmsnorm no.
   bool centres() const { return kind_ == NormKind::kLayerNorm; }
@@ -43,6 +42,15 @@ class NormImpl : public torch::nn::Module {
   torch::Tensor bias;  // undefined without a bias
 
  private:
+  torch::Tensor normalize(const torch::Tensor& x, bool bfloat16_out) {
+    RECORD_USER_SCOPE("tinylm::norm");  // a profiler's category (train/step_profile.h)
+    if (kind_ == NormKind::kRmsNorm) {
+      if (fused_kernel_takes(x)) return fused_rms_norm(x, weight, kEps, bfloat16_out);
+      return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
+    }
+    return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);
+  }
+
   static constexpr double kEps = 1e-5;
   NormKind kind_;
 };

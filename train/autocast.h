@@ -4,16 +4,11 @@
 // float32. Training steps and the training's loss estimate run under it when train.dtype
 // chooses bfloat16, as nanoGPT's do under its autocast context.
 
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
-#include <torch/version.h>
+
+#include "model/autocast_state.h"  // TINYLM_AUTOCAST_BY_DEVICE
 
 namespace tinylm {
-
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-// set_autocast_enabled(device, on) replaced the per-device calls.
-#define TINYLM_AUTOCAST_BY_DEVICE 1
-#endif
 
 // Off when `on` is false: then the scope runs in float32.
 class Autocast {

@@ -6,9 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
-#include "model/kernels/kernel_choice.h"
+#include "model/kernels/element_io.h"
 #include "model/kernels/row_chunks.h"
 #include "model/ops/blas.h"
 
@@ -30,25 +31,26 @@ struct Layout {
 
 // Rotates (sign = +1) or rotates back (sign = -1, the transpose: the gradient) the query and
 // key heads of rows [begin, end) of (B T, width) from `in` into `out`; values are copied.
-// Position of row n: n mod T.
-template <class T>
-TINYLM_CPU_CLONES void rotate_rows(const T* in, T* out, const T* cos, const T* sin, Layout l,
+// Position of row n: n mod T. In and Out are T or bfloat16 (element_io.h): bfloat16 q, k and
+// v are widened on their way in, a bfloat16 gradient rounded once on its way out.
+template <class T, class In, class Out>
+TINYLM_CPU_CLONES void rotate_rows(const In* in, Out* out, const T* cos, const T* sin, Layout l,
                                    T sign, int64_t begin, int64_t end) {
   const int64_t half = l.hs / 2, W = l.width(), rotated = (l.n_head + l.n_kv) * l.hs;
   for (int64_t n = begin; n < end; ++n) {
     const T* c = cos + (n % l.T) * half;
     const T* s = sin + (n % l.T) * half;
-    const T* x = in + n * W;
-    T* y = out + n * W;
+    const In* x = in + n * W;
+    Out* y = out + n * W;
     for (int64_t head = 0; head < rotated; head += l.hs) {
 #pragma omp simd
       for (int64_t i = 0; i < half; ++i) {
-        const T x1 = x[head + i], x2 = x[head + half + i];
-        y[head + i] = x1 * c[i] - sign * x2 * s[i];
-        y[head + half + i] = x2 * c[i] + sign * x1 * s[i];
+        const T x1 = widen(x[head + i]), x2 = widen(x[head + half + i]);
+        store(y[head + i], x1 * c[i] - sign * x2 * s[i]);
+        store(y[head + half + i], x2 * c[i] + sign * x1 * s[i]);
       }
     }
-    for (int64_t i = rotated; i < W; ++i) y[i] = x[i];
+    for (int64_t i = rotated; i < W; ++i) store(y[i], widen(x[i]));
   }
 }
 
@@ -107,53 +109,75 @@ TINYLM_CPU_CLONES void softmax_backward_rows(const T* P, T* dP, int64_t Tn, T sc
 // they do 3/4 of the full tile's work, at T = 256 and 64 rows 5/8.
 inline constexpr int kBandRows = 32;
 
-template <class T>
-void rotate(const at::Tensor& in, at::Tensor& out, const at::Tensor& cos, const at::Tensor& sin,
-            const Layout& l, T sign) {
-  const T *ip = in.data_ptr<T>(), *cp = cos.data_ptr<T>(), *sp = sin.data_ptr<T>();
-  T* op = out.data_ptr<T>();
+template <class T, class In, class Out>
+void rotate(const In* in, Out* out, const at::Tensor& cos, const at::Tensor& sin, const Layout& l,
+            T sign) {
+  const T *cp = cos.data_ptr<T>(), *sp = sin.data_ptr<T>();
   at::parallel_for(0, l.B * l.T, kRowGrain, [&](int64_t begin, int64_t end) {
-    rotate_rows(ip, op, cp, sp, l, sign, begin, end);
+    rotate_rows(in, out, cp, sp, l, sign, begin, end);
   });
 }
 
-// Per (batch, kv head) task: its query heads' patterns (B, nh, T, T) and outputs y (B, T, C).
-template <class T>
-void attend(const T* qkv, T* pattern, T* y, const Layout& l) {
+// Rows x cols of `from` (leading dimension ld_from) into `to` (ld_to), each element widened or
+// rounded once (element_io.h).
+template <class From, class To>
+void convert_block(const From* from, int64_t ld_from, To* to, int64_t ld_to, int64_t rows,
+                   int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) store(to[i * ld_to + j], widen(from[i * ld_from + j]));
+  }
+}
+
+// Per (batch, kv head) task: its query heads' patterns (B, nh, T, T) and outputs y (B, T, C),
+// y in T or in bfloat16 (each band's product made in T, then rounded once).
+template <class T, class Out>
+void attend(const T* qkv, T* pattern, Out* y, const Layout& l) {
   const int group = static_cast<int>(l.n_head / l.n_kv), Tn = static_cast<int>(l.T),
             hs = static_cast<int>(l.hs), W = static_cast<int>(l.width()),
             C = static_cast<int>(l.C());
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+  constexpr bool direct = std::is_same_v<T, Out>;
   at::parallel_for(0, l.B * l.n_kv, 1, [&](int64_t first, int64_t last) {
+    std::vector<T> band_out(direct ? 0 : static_cast<size_t>(kBandRows * hs));
     for (int64_t task = first; task < last; ++task) {
       const int64_t b = task / l.n_kv, g = task % l.n_kv;
       const T* rows = qkv + b * l.T * W;
       const T *K = rows + l.k_offset(g), *V = rows + l.v_offset(g);
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         T* P = pattern + (b * l.n_head + h) * l.T * l.T;
-        T* Y = y + b * l.T * C + h * hs;
+        Out* Y = y + b * l.T * C + h * hs;
         for (int r = 0; r < Tn; r += kBandRows) {
           const int band = std::min(kBandRows, Tn - r), seen = r + band;
           gemm_row_major<T>(false, true, band, seen, hs, scale, rows + r * W + h * hs, W, K, W, 0,
                             P + r * Tn, Tn);
           causal_softmax_rows(P, l.T, r, r + band);
-          gemm_row_major<T>(false, false, band, hs, seen, 1, P + r * Tn, Tn, V, W, 0, Y + r * C, C);
+          if constexpr (direct) {
+            gemm_row_major<T>(false, false, band, hs, seen, 1, P + r * Tn, Tn, V, W, 0, Y + r * C,
+                              C);
+          } else {
+            gemm_row_major<T>(false, false, band, hs, seen, 1, P + r * Tn, Tn, V, W, 0,
+                              band_out.data(), hs);
+            convert_block(band_out.data(), hs, Y + r * C, C, band, hs);
+          }
         }
       }
     }
   });
 }
 
-// The gradients of q, k and v (rotated), written into d_qkv (B, T, width).
-template <class T>
-void attend_backward(const T* qkv, const T* pattern, const T* grad_y, T* d_qkv, const Layout& l) {
+// The gradients of q, k and v (rotated), written into d_qkv (B, T, width). grad_y is y's
+// gradient in y's type: in bfloat16, each head's is widened before its products.
+template <class T, class G>
+void attend_backward(const T* qkv, const T* pattern, const G* grad_y, T* d_qkv, const Layout& l) {
   const int group = static_cast<int>(l.n_head / l.n_kv), Tn = static_cast<int>(l.T),
             hs = static_cast<int>(l.hs), W = static_cast<int>(l.width()),
             C = static_cast<int>(l.C());
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hs)));
+  constexpr bool direct = std::is_same_v<T, G>;
   at::parallel_for(0, l.B * l.n_kv, 1, [&](int64_t first, int64_t last) {
     std::vector<T> dS_buffer(static_cast<size_t>(l.T * l.T));  // (T, T): dP, then dS in place
     T* dS = dS_buffer.data();
+    std::vector<T> dO_buffer(direct ? 0 : static_cast<size_t>(l.T * hs));  // (T, hs)
     for (int64_t task = first; task < last; ++task) {
       const int64_t b = task / l.n_kv, g = task % l.n_kv;
       const T* rows = qkv + b * l.T * W;
@@ -162,14 +186,23 @@ void attend_backward(const T* qkv, const T* pattern, const T* grad_y, T* d_qkv, 
       T *dK = d_rows + l.k_offset(g), *dV = d_rows + l.v_offset(g);
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         const T* P = pattern + (b * l.n_head + h) * l.T * l.T;
-        const T *dO = grad_y + b * l.T * C + h * hs, *Q = rows + h * hs;
+        const G* head_grad = grad_y + b * l.T * C + h * hs;
+        const T* dO;
+        int ld_dO;
+        if constexpr (direct) {
+          dO = head_grad, ld_dO = C;
+        } else {
+          convert_block(head_grad, C, dO_buffer.data(), hs, l.T, hs);
+          dO = dO_buffer.data(), ld_dO = hs;
+        }
+        const T* Q = rows + h * hs;
         T* dQ = d_rows + h * hs;
         const T beta = h == g * group ? 0 : 1;  // the group's first head starts dK and dV
         // Band r of rows: dS, then dQ from the keys it sees.
         for (int r = 0; r < Tn; r += kBandRows) {
           const int band = std::min(kBandRows, Tn - r), seen = r + band;
-          gemm_row_major<T>(false, true, band, seen, hs, 1, dO + r * C, C, V, W, 0, dS + r * Tn,
-                            Tn);
+          gemm_row_major<T>(false, true, band, seen, hs, 1, dO + r * ld_dO, ld_dO, V, W, 0,
+                            dS + r * Tn, Tn);
           softmax_backward_rows(P, dS, l.T, scale, r, r + band);
           gemm_row_major<T>(false, false, band, hs, seen, 1, dS + r * Tn, Tn, K, W, 0, dQ + r * W,
                             W);
@@ -177,8 +210,8 @@ void attend_backward(const T* qkv, const T* pattern, const T* grad_y, T* d_qkv, 
         // Band c of keys and values: only the rows from c on saw them.
         for (int c = 0; c < Tn; c += kBandRows) {
           const int band = std::min(kBandRows, Tn - c), seers = Tn - c;
-          gemm_row_major<T>(true, false, band, hs, seers, 1, P + c * Tn + c, Tn, dO + c * C, C,
-                            beta, dV + c * W, W);
+          gemm_row_major<T>(true, false, band, hs, seers, 1, P + c * Tn + c, Tn, dO + c * ld_dO,
+                            ld_dO, beta, dV + c * W, W);
           gemm_row_major<T>(true, false, band, hs, seers, 1, dS + c * Tn + c, Tn, Q + c * W, W,
                             beta, dK + c * W, W);
         }
@@ -187,25 +220,39 @@ void attend_backward(const T* qkv, const T* pattern, const T* grad_y, T* d_qkv, 
   });
 }
 
+// Runs f(T{}, IO{}): T the type computed in, IO the type of qkv, y and their gradients
+// (float32 and float64 as they are; bfloat16 computed in float32).
+template <class F>
+void dispatch_io(at::ScalarType io, const F& f) {
+  AT_DISPATCH_FLOATING_TYPES_AND(at::kBFloat16, io, "fused_causal_attention",
+                                 [&] { f(Widened<scalar_t>{}, scalar_t{}); });
+}
+
 class CausalAttention : public torch::autograd::Function<CausalAttention> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& qkv_in, int64_t n_head,
                             int64_t n_kv, const at::Tensor& cos_in, const at::Tensor& sin_in) {
     const at::Tensor qkv = qkv_in.contiguous();
+    const auto io = qkv.scalar_type();
+    const auto compute = io == at::kBFloat16 ? at::kFloat : io;
     const int64_t B = qkv.size(0), T = qkv.size(1), hs = qkv.size(2) / (n_head + 2 * n_kv);
     const Layout l{B, T, n_head, n_kv, hs};
     const bool rotary = cos_in.numel() > 0;
-    at::Tensor cos, sin, rotated = qkv;  // (B, T, width): q and k rotated
+    at::Tensor cos, sin, rotated;  // rotated: (B, T, width), q and k rotated, in `compute`
     if (rotary) {
-      cos = cos_in.slice(0, 0, T).to(qkv.scalar_type()).contiguous();
-      sin = sin_in.slice(0, 0, T).to(qkv.scalar_type()).contiguous();
-      rotated = at::empty_like(qkv);
+      cos = cos_in.slice(0, 0, T).to(compute).contiguous();
+      sin = sin_in.slice(0, 0, T).to(compute).contiguous();
+      rotated = at::empty_like(qkv, compute);  // the rotation widens bfloat16 itself
+    } else {
+      rotated = qkv.to(compute);
     }
-    at::Tensor pattern = at::empty({B, n_head, T, T}, qkv.options());
+    at::Tensor pattern = at::empty({B, n_head, T, T}, qkv.options().dtype(compute));
     at::Tensor y = at::empty({B, T, n_head * hs}, qkv.options());
-    AT_DISPATCH_FLOATING_TYPES(qkv.scalar_type(), "fused_causal_attention", [&] {
-      if (rotary) rotate<scalar_t>(qkv, rotated, cos, sin, l, 1);
-      attend(rotated.data_ptr<scalar_t>(), pattern.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), l);
+    dispatch_io(io, [&](auto t, auto io_type) {
+      using T = decltype(t);
+      using IO = decltype(io_type);
+      if (rotary) rotate(qkv.data_ptr<IO>(), rotated.data_ptr<T>(), cos, sin, l, T(1));
+      attend(rotated.data_ptr<T>(), pattern.data_ptr<T>(), y.data_ptr<IO>(), l);
     });
     ctx->saved_data["n_head"] = n_head;
     ctx->saved_data["n_kv"] = n_kv;
@@ -213,7 +260,7 @@ class CausalAttention : public torch::autograd::Function<CausalAttention> {
     ctx->saved_data["pattern"] = pattern;
     ctx->saved_data["cos"] = cos;
     ctx->saved_data["sin"] = sin;
-    ctx->saved_data["dtype"] = qkv_in.scalar_type();
+    ctx->saved_data["dtype"] = io;
     return y;
   }
 
@@ -224,21 +271,25 @@ class CausalAttention : public torch::autograd::Function<CausalAttention> {
     const at::Tensor sin = ctx->saved_data["sin"].toTensor();
     const int64_t n_head = ctx->saved_data["n_head"].toInt();
     const int64_t n_kv = ctx->saved_data["n_kv"].toInt();
+    const auto io = ctx->saved_data["dtype"].toScalarType();
     const int64_t B = rotated.size(0), T = rotated.size(1);
     const Layout l{B, T, n_head, n_kv, rotated.size(2) / (n_head + 2 * n_kv)};
-    const at::Tensor grad_y = grads[0].to(rotated.scalar_type()).contiguous();
+    const at::Tensor grad_y = grads[0].to(io).contiguous();
     at::Tensor d_rotated = at::empty_like(rotated);
-    at::Tensor d_qkv = d_rotated;
-    AT_DISPATCH_FLOATING_TYPES(rotated.scalar_type(), "fused_causal_attention_backward", [&] {
-      attend_backward(rotated.data_ptr<scalar_t>(), pattern.data_ptr<scalar_t>(),
-                      grad_y.data_ptr<scalar_t>(), d_rotated.data_ptr<scalar_t>(), l);
+    at::Tensor d_qkv;
+    dispatch_io(io, [&](auto t, auto io_type) {
+      using T = decltype(t);
+      using IO = decltype(io_type);
+      attend_backward(rotated.data_ptr<T>(), pattern.data_ptr<T>(), grad_y.data_ptr<IO>(),
+                      d_rotated.data_ptr<T>(), l);
       if (cos.numel() > 0) {
-        d_qkv = at::empty_like(d_rotated);
-        rotate<scalar_t>(d_rotated, d_qkv, cos, sin, l, -1);
+        d_qkv = at::empty_like(d_rotated, io);  // rotated back, and rounded once if bfloat16
+        rotate(d_rotated.data_ptr<T>(), d_qkv.data_ptr<IO>(), cos, sin, l, T(-1));
+      } else {
+        d_qkv = d_rotated.to(io);
       }
     });
-    return {d_qkv.to(ctx->saved_data["dtype"].toScalarType()), at::Tensor(), at::Tensor(),
-            at::Tensor(), at::Tensor()};
+    return {d_qkv, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -256,8 +307,8 @@ at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head, int64_t
               "fused_causal_attention: rotary tables shorter than the sequence");
   // Autograd's inputs must be defined tensors: no rotation is passed as empty tables.
   const at::Tensor none = at::empty({0}, qkv.options());
-  return CausalAttention::apply(fused_kernel_input(qkv), n_head, n_kv_head,
-                                cos.defined() ? cos : none, sin.defined() ? sin : none);
+  return CausalAttention::apply(qkv, n_head, n_kv_head, cos.defined() ? cos : none,
+                                sin.defined() ? sin : none);  // bfloat16: read and written itself
 }
 
 }  // namespace tinylm

@@ -17,9 +17,11 @@
 
 namespace tinylm {
 
-// qkv (B, T, C + 2 n_kv hs) float32, float64 or bfloat16 (computed in float32) on the CPU, q, k, v
-// stacked as c_attn makes them; cos and sin (>= T, hs / 2), the angles of positions 0 .., or
-// undefined for no rotation -> y (B, T, C), head h in columns h hs .. (h + 1) hs.
+// qkv (B, T, C + 2 n_kv hs) float32, float64 or bfloat16 on the CPU, q, k, v stacked as c_attn
+// makes them; cos and sin (>= T, hs / 2), the angles of positions 0 .., or undefined for no
+// rotation -> y (B, T, C) in qkv's type, head h in columns h hs .. (h + 1) hs. bfloat16 (c_attn's
+// output under autocast) is computed in float32, read and written by the kernel itself: y and
+// the gradient are the float32 kernel's rounded once (c_proj would cast y to bfloat16 anyway).
 at::Tensor fused_causal_attention(const at::Tensor& qkv, int64_t n_head, int64_t n_kv_head,
                                   const at::Tensor& cos, const at::Tensor& sin);
 

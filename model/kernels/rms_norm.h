@@ -10,7 +10,9 @@
 namespace tinylm {
 
 // x (..., C) float32, float64 or bfloat16 (computed in float32) on the CPU, weight (C,) -> (...,
-// C).
-at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps);
+// C) in x's type; with `bfloat16_out` and x float32, in bfloat16 (rounded once, as a cast:
+// for a linear under bfloat16 autocast, which would cast it), its gradient read in bfloat16.
+at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double eps,
+                          bool bfloat16_out = false);
 
 }  // namespace tinylm

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <limits>
 
 #include "model/attention.h"
 #include "model/kernels/causal_attention.h"
@@ -15,8 +16,10 @@
 #include "model/kernels/matrix_vector.h"
 #include "model/kernels/rms_norm.h"
 #include "model/kernels/swiglu.h"
+#include "model/norm.h"
 #include "model/rope.h"
 #include "small_model.h"
+#include "train/autocast.h"
 #include "train/run/evaluate.h"
 #include "train/run/safetensors.h"
 
@@ -52,6 +55,23 @@ void expect_same(const Evaluated& ours, const Evaluated& ref, double tol) {
   ASSERT_EQ(ours.grads.size(), ref.grads.size());
   for (size_t i = 0; i < ours.grads.size(); ++i)
     EXPECT_LT(relative_diff(ours.grads[i], ref.grads[i]), tol) << "gradient of input " << i;
+}
+
+// A kernel that writes bfloat16 itself against its float32 result rounded once to bfloat16
+// (nearest-even), LibTorch's cast. Both compute in float32, so they agree to the bit but
+// where the two builds' float32 arithmetic differs in its last bit (-ffast-math lets GCC
+// contract and reorder each build its own way) across a bfloat16 rounding boundary: one
+// bfloat16 unit, in a few of 10^5 elements at the model's shapes. Truncating instead of
+// rounding differs in half of the elements.
+void expect_rounded_once(const torch::Tensor& ours, const torch::Tensor& ref, const char* what) {
+  ASSERT_EQ(ours.scalar_type(), torch::kBFloat16) << what;
+  const torch::Tensor a = ours.to(torch::kFloat32), b = ref.to(torch::kFloat32);
+  const double unequal = (a != b).to(torch::kFloat64).mean().item<double>();
+  EXPECT_LE(unequal, 0.01) << what << ": the share of the elements that differ";
+  // One bfloat16 unit: 2^-7 of the magnitude at most (8 bits of significand).
+  const torch::Tensor unit = torch::max(a.abs(), b.abs()) * std::ldexp(1.0, -7);
+  EXPECT_TRUE(((a - b).abs() <= unit).all().item<bool>())
+      << what << ": " << test::max_abs_diff(a, b);
 }
 
 // Central differences in float64 along random directions, against the autograd gradient.
@@ -149,6 +169,30 @@ TEST(FusedKernels, RmsNormPassesFiniteDifferences) {
   expect_finite_differences(kRmsFused, random_inputs({{4, 5, 13}, {13}}, torch::kFloat64, 3), 4);
 }
 
+TEST(FusedKernels, RmsNormWritingBfloat16IsTheFloat32KernelRoundedOnce) {
+  // Under autocast ln_1 and ln_2 write bfloat16 themselves, the cast the linear after them
+  // would make, and read the bfloat16 gradient that linear hands back. x, the weight and
+  // their gradients stay float32: the same float32 arithmetic on the same values (a bfloat16
+  // gradient widens exactly), equal to float32's rounding over the longest sum, dw's over
+  // the 768 rows.
+  const int64_t C = 96, rows = 12 * 64;
+  const Inputs in = random_inputs({{12, 64, C}, {C}}, torch::kFloat32, 21);
+  const Kernel ours = [](const Inputs& in) {
+    return fused_rms_norm(in[0], in[1], 1e-5, /*bfloat16_out=*/true);
+  };
+  const Kernel between_casts = [](const Inputs& in) {
+    return fused_rms_norm(in[0], in[1], 1e-5).to(torch::kBFloat16);
+  };
+  const torch::Tensor probe = probe_for(between_casts(in), 22);
+  const Evaluated a = evaluate(ours, in, probe), b = evaluate(between_casts, in, probe);
+  expect_rounded_once(a.out, b.out, "output");
+  const double tol = std::numeric_limits<float>::epsilon() * rows;
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    ASSERT_EQ(a.grads[i].scalar_type(), torch::kFloat32);
+    EXPECT_LT(relative_diff(a.grads[i], b.grads[i]), tol) << "gradient of input " << i;
+  }
+}
+
 // ---- SwiGLU ----
 
 const Kernel kSwigluFused = [](const Inputs& in) { return fused_swiglu(in[0]); };
@@ -171,12 +215,7 @@ TEST(FusedKernels, SwigluPassesFiniteDifferences) {
 
 TEST(FusedKernels, SwigluInBfloat16IsTheFloat32KernelRoundedOnce) {
   // Under autocast the kernel reads and writes bfloat16 itself. Its result, and the gradient
-  // it hands back, must be what the float32 kernel gives between casts: float32 in, rounded
-  // once to bfloat16 (nearest-even). Both compute in float32, so they agree to the bit but
-  // where the two builds' float32 arithmetic differs in its last bit (-ffast-math lets GCC
-  // contract and reorder each build its own way) across a bfloat16 rounding boundary: one
-  // bfloat16 unit, in 2 to 4 of 10^5 elements at the model's shape here. Truncating instead
-  // of rounding differs in half of the elements.
+  // it hands back, must be what the float32 kernel gives between casts.
   const Inputs in = random_inputs({{12, 64, 2 * 256}}, torch::kFloat32, 9);
   const torch::Tensor x = in[0].to(torch::kBFloat16);
   const torch::Tensor probe = probe_for(kSwigluOperators({x}), 10);
@@ -187,14 +226,8 @@ TEST(FusedKernels, SwigluInBfloat16IsTheFloat32KernelRoundedOnce) {
   const Evaluated ref = evaluate(between_casts, {x}, probe);
   ASSERT_EQ(ours.out.scalar_type(), torch::kBFloat16);
   ASSERT_EQ(ours.grads[0].scalar_type(), torch::kBFloat16);
-  for (const auto& [a, b] : {std::pair{ours.out, ref.out}, {ours.grads[0], ref.grads[0]}}) {
-    const torch::Tensor a32 = a.to(torch::kFloat32), b32 = b.to(torch::kFloat32);
-    const double unequal = (a32 != b32).to(torch::kFloat64).mean().item<double>();
-    EXPECT_LE(unequal, 0.01) << "of the elements differ";
-    // One bfloat16 unit: 2^-7 of the magnitude at most (8 bits of significand).
-    const torch::Tensor unit = torch::max(a32.abs(), b32.abs()) * std::ldexp(1.0, -7);
-    EXPECT_TRUE(((a32 - b32).abs() <= unit).all().item<bool>()) << test::max_abs_diff(a32, b32);
-  }
+  expect_rounded_once(ours.out, ref.out, "output");
+  expect_rounded_once(ours.grads[0], ref.grads[0], "gradient");
 }
 
 // ---- causal attention ----
@@ -276,6 +309,32 @@ TEST(FusedKernels, CausalAttentionIsCausal) {
   EXPECT_FALSE(torch::equal(before[0][7], after[0][7]));
 }
 
+TEST(FusedKernels, CausalAttentionInBfloat16IsTheFloat32KernelRoundedOnce) {
+  // Under autocast attention reads c_attn's bfloat16 output and writes c_proj's bfloat16
+  // input itself, its gradients too, computing in float32 between (the rotary tables stay
+  // float32): what the float32 kernel gives between casts.
+  for (const bool rotary : {true, false}) {
+    SCOPED_TRACE(rotary ? "rotary" : "no rotation");
+    const int64_t n_head = 4, hs = 24;
+    const RopeTables tables = rope_tables(64, hs);
+    const torch::Tensor cos = rotary ? tables.cos : torch::Tensor();
+    const torch::Tensor sin = rotary ? tables.sin : torch::Tensor();
+    const Kernel ours = [&](const Inputs& in) {
+      return fused_causal_attention(in[0], n_head, n_head, cos, sin);
+    };
+    const Kernel between_casts = [&](const Inputs& in) {
+      return fused_causal_attention(in[0].to(torch::kFloat32), n_head, n_head, cos, sin)
+          .to(torch::kBFloat16);
+    };
+    const torch::Tensor qkv =
+        random_inputs({{12, 64, 3 * n_head * hs}}, torch::kFloat32, 23)[0].to(torch::kBFloat16);
+    const torch::Tensor probe = probe_for(between_casts({qkv}), 24);
+    const Evaluated a = evaluate(ours, {qkv}, probe), b = evaluate(between_casts, {qkv}, probe);
+    expect_rounded_once(a.out, b.out, "output");
+    expect_rounded_once(a.grads[0], b.grads[0], "gradient");
+  }
+}
+
 // ---- the modules ----
 
 // Loss and every parameter's gradient of one forward and backward, under `kernels`.
@@ -305,6 +364,27 @@ TEST(FusedKernels, ModelLossAndGradientsEqualTheOperatorPath) {
     for (size_t i = 0; i < fused.second.size(); ++i)
       EXPECT_LT(relative_diff(fused.second[i], operators.second[i]), 1e-5) << "parameter " << i;
   }
+}
+
+TEST(FusedKernels, ANormBeforeALinearWritesBfloat16UnderAutocastOnly) {
+  // ln_1 and ln_2 feed c_attn and c_fc, which under bfloat16 autocast cast their input: the
+  // fused norm makes that cast itself there, and only there.
+  Norm norm(96, /*bias=*/false, NormKind::kRmsNorm);
+  norm->weight.data().uniform_(0.5, 1.5);
+  const torch::Tensor x = random_inputs({{2, 9, 96}}, torch::kFloat32, 25)[0];
+  const torch::Tensor plain = norm->forward(x);
+  EXPECT_TRUE(torch::equal(norm->forward_to_linear(x), plain)) << "without autocast";
+  torch::Tensor narrow;
+  {
+    const Autocast autocast(true, torch::kCPU);
+    EXPECT_EQ(norm->forward(x).scalar_type(), torch::kFloat32) << "ln_f's, which no linear casts";
+    narrow = norm->forward_to_linear(x);
+  }
+  expect_rounded_once(narrow, plain.to(torch::kBFloat16), "under autocast");
+  ScopedKernelChoice operators(Kernels::kOperators);
+  const Autocast autocast(true, torch::kCPU);
+  EXPECT_EQ(norm->forward_to_linear(x).scalar_type(), torch::kFloat32)
+      << "the operators leave the cast to the linear";
 }
 
 TEST(FusedKernels, AHookInsideAttentionTakesTheExplicitPath) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 namespace tinylm {
 namespace {
 
+namespace fs = std::filesystem;
 using test::run_tinylm;
 
 class Features : public ::testing::Test {

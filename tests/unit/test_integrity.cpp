@@ -10,6 +10,7 @@
 #include <random>
 
 #include "data/char_tokenizer.h"
+#include "data/io/canonical_json.h"
 #include "data/io/checksum.h"
 #include "data/io/files.h"
 #include "data/io/fingerprint.h"
@@ -126,7 +127,7 @@ TEST(Checksum, ACorruptedTensorIsNamedWithItsFile) {
 TEST(Checksum, EveryFileOfACheckpointIsInStateJsonAndVerified) {
   ChecksummedRun saved;
   const auto state = nlohmann::json::parse(test::read_text(saved.dir / "state.json"));
-  EXPECT_EQ(state["format"], 2);
+  EXPECT_EQ(state["format"], 3);
   std::set<std::string> listed;
   for (const auto& [name, checksum] : state["files"].items()) {
     listed.insert(name);
@@ -186,7 +187,7 @@ TEST(Checksum, ATruncatedStateJsonPointsToBestToo) {
       << error;
 }
 
-TEST(Checksum, AStateJsonOfFormat2WithADamagedChecksumKeyIsRefused) {
+TEST(Checksum, AStateJsonWithChecksumsAndADamagedChecksumKeyIsRefused) {
   // One flipped byte in the key's name ("checksum" -> "checksun") must not make the file
   // look like a run from before checksums, whose files load unverified.
   ChecksummedRun saved;
@@ -196,7 +197,37 @@ TEST(Checksum, AStateJsonOfFormat2WithADamagedChecksumKeyIsRefused) {
   flip_one_byte(saved.dir / "state.json", at + 8, 'm' ^ 'n');
   const std::string error = test::error_of([&] { load_run(saved.dir.path()); });
   EXPECT_NE(error.find("state.json has no \"checksum\""), std::string::npos) << error;
-  EXPECT_NE(error.find("format 2"), std::string::npos) << error;
+  EXPECT_NE(error.find("format 3"), std::string::npos) << error;
+}
+
+TEST(Checksum, StateJsonHashesPythonsCanonicalFormAndFormat2ItsOwn) {
+  // A float32 loss widened to a double can sit halfway between two shortest decimal
+  // strings: Python's json.dumps writes 3.6619033813476562, nlohmann's dump() ...563. The
+  // checksum is over Python's form (a Python reader recomputes it); a state.json of format
+  // 2 was hashed over nlohmann's, and still verifies.
+  constexpr double kTie = 3.66190338134765625;
+  const std::string python = "3.6619033813476562";
+  ASSERT_EQ(python_float_repr(kTie), python);
+  ASSERT_NE(nlohmann::json(kTie).dump(), python) << "nlohmann now prints ties as Python does";
+  for (const int format : {3, 2}) {
+    ChecksummedRun saved;
+    auto state = nlohmann::json::parse(test::read_text(saved.dir / "state.json"));
+    state["best_val_loss"] = kTie;
+    state["format"] = format;
+    state.erase("checksum");
+    const std::string hashed = format == 3 ? canonical_json(state) : state.dump();
+    if (format == 3) EXPECT_NE(hashed.find(":" + python + ","), std::string::npos) << hashed;
+    state["checksum"] = checksum_hex(hashed);
+    test::write_text(saved.dir / "state.json", state.dump(2));
+    EXPECT_EQ(verify_checkpoint(saved.dir.path()), 7) << "format " << format;
+    // The other form's checksum is refused.
+    state["checksum"] = checksum_hex(format == 3 ? state.dump() : canonical_json(state));
+    test::write_text(saved.dir / "state.json", state.dump(2));
+    EXPECT_NE(
+        test::error_of([&] { verify_checkpoint(saved.dir.path()); }).find("fails its checksum"),
+        std::string::npos)
+        << "format " << format;
+  }
 }
 
 TEST(Checksum, RunsFromBeforeChecksumsStillLoad) {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/io/atomic_file.h"
+#include "data/io/canonical_json.h"
 #include "data/io/checksum.h"
 #include "data/io/files.h"
 #include "train/run/checkpoint_transaction.h"
@@ -35,14 +36,17 @@ json read_json(const fs::path& path) {
 }
 
 constexpr const char* kState = "state.json";
-constexpr int kStateFormat = 2;  // 2: with "files" and "checksum"; 1: before checksums
+// 3: the checksum over Python's canonical form; 2: with "files" and "checksum", its floats
+// printed as nlohmann prints them; 1: before checksums.
+constexpr int kStateFormat = 3;
 
 // state.json's own checksum: XXH3-64 of the document without its "checksum" key, written
-// compactly with sorted keys (what Python's json.dumps(doc, sort_keys=True,
-// separators=(",", ":"), ensure_ascii=False) writes too).
+// compactly with sorted keys, as Python's json.dumps writes it (data/io/canonical_json.h).
+// Format 2 hashed nlohmann's dump(), which differs from Python's on some floats.
 std::string state_checksum(json doc) {
   doc.erase("checksum");
-  return checksum_hex(doc.dump());
+  const bool format_2 = doc.contains("format") && doc["format"] == 2;
+  return checksum_hex(format_2 ? doc.dump() : canonical_json(doc));
 }
 
 // The files staged so far, each with its checksum: state.json's manifest of its checkpoint.

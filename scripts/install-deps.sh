@@ -21,6 +21,7 @@ packages=(
   libpcre2-dev   # GPT-2's pre-tokenizer regex (Unicode classes)
   libxxhash-dev   # checksums of checkpoints (XXH3)
   libcpp-httplib-dev   # the live lab's HTTP (tinylm serve)
+  libgoogle-perftools-dev   # tcmalloc, the binary's malloc (CMakeLists.txt)
 )
 if [[ $what == all ]]; then
   packages+=(

@@ -118,10 +118,10 @@ struct BenchArgs {
   std::string checkpoint_dir = "runs/bench-checkpoint";  // on the disk runs are written to
   bool run = false;                                      // --run: only that
   std::string run_dir = "runs/bench-run";
-  std::vector<std::string> overrides;                    // --section.key=value
-  std::string serve;                                     // --serve RUN: only the lab
-  std::string inspect;                                   // --inspect RUN: only inspection
-  int64_t windows = 8, probes = 2;                       // of --inspect
+  std::vector<std::string> overrides;  // --section.key=value
+  std::string serve;                   // --serve RUN: only the lab
+  std::string inspect;                 // --inspect RUN: only inspection
+  int64_t windows = 8, probes = 2;     // of --inspect
   std::string exact = "8";
   int clients = 8, requests = 200;  // of --serve
 };
@@ -301,6 +301,8 @@ json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& c
   }
   const TrainingSpeed& t = r.training;
   return {{"config", args.config_path},
+          {"cpu", cpu_description()},
+          {"malloc", malloc_library()},
           {"threads", torch::get_num_threads()},
           {"device", device.str()},
           {"repeats", args.repeats},
@@ -331,6 +333,7 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
   std::printf("tinylm bench %s: %s, %d threads, medians of %d repeats after a warm-up\n",
               args.config_path.c_str(), device.str().c_str(), torch::get_num_threads(),
               args.repeats);
+  std::printf("machine: %s; malloc from %s\n", cpu_description().c_str(), malloc_library().c_str());
   std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s\n",
               static_cast<double>(model->num_parameters()) / 1e6, name_of(mc.pos_encoding),
               name_of(mc.norm), name_of(mc.mlp), static_cast<long>(config.train.batch_size),

@@ -1,5 +1,9 @@
 #include "train/precision.h"
 
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -32,6 +36,14 @@ std::string cpu_description() {
     if (flags.count(unit)) units += (units.empty() ? "" : " ") + std::string(unit);
   }
   return name + " (" + (units.empty() ? "no AVX2" : units) + ")";
+}
+
+std::string malloc_library() {
+  Dl_info info{};
+  // The address of malloc as this binary resolves it: the interposed one, if any.
+  if (::dladdr(reinterpret_cast<void*>(&::malloc), &info) == 0 || !info.dli_fname)
+    return "an unknown library";
+  return std::filesystem::path(info.dli_fname).filename().string();
 }
 
 PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,

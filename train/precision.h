@@ -26,6 +26,9 @@ std::set<std::string> cpu_flags();
 // "AMD EPYC (avx2 fma)": the model name and the vector units among the flags, for figures
 // that must say which machine made them.
 std::string cpu_description();
+// The file of the library whose malloc this process calls ("libtcmalloc_minimal.so.4",
+// "libc.so.6"): LibTorch allocates every tensor through it, and a step's time depends on it.
+std::string malloc_library();
 
 PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,
                                  const std::set<std::string>& flags);

@@ -46,5 +46,16 @@ TEST(Precision, ReadsThisMachinesFlags) {
   for (const std::string& f : flags) EXPECT_NE(text.find(" " + f), std::string::npos) << f;
 }
 
+TEST(Precision, TheProcessCallsTheMallocTheBuildLinked) {
+  // Each executable links tcmalloc where the build found it (CMakeLists.txt); a link order
+  // that let glibc's malloc come first would lose, silently, the step time it is there for.
+  const std::string library = malloc_library();
+#ifdef TINYLM_TCMALLOC
+  EXPECT_NE(library.find("tcmalloc"), std::string::npos) << library;
+#else
+  EXPECT_EQ(library.find("tcmalloc"), std::string::npos) << library;
+#endif
+}
+
 }  // namespace
 }  // namespace tinylm

@@ -39,8 +39,9 @@ std::string python_float_repr(double value) {
 
 std::string canonical_json(const nlohmann::json& doc) {
   switch (doc.type()) {
-    case nlohmann::json::value_t::object: {  // nlohmann keeps keys sorted (bytewise: UTF-8
-      std::string out = "{";                 // sorts as code points, as Python's sort does)
+    case nlohmann::json::value_t::object: {
+      // nlohmann keeps keys sorted bytewise; UTF-8 sorts as code points, as Python's does.
+      std::string out = "{";
       for (auto it = doc.begin(); it != doc.end(); ++it) {
         if (out.size() > 1) out += ",";
         out += nlohmann::json(it.key()).dump() + ":" + canonical_json(it.value());

@@ -347,7 +347,9 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
     double sum = 0.0;
     for (const std::string& name : names) {
       EXPECT_TRUE(parts.contains(name)) << name;
-      if (name != "other") EXPECT_GE(parts.value(name, -1.0), 0.0) << name;
+      if (name != "other") {
+        EXPECT_GE(parts.value(name, -1.0), 0.0) << name;
+      }
       sum += parts.value(name, 0.0);
     }
     EXPECT_EQ(parts.size(), names.size());

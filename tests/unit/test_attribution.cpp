@@ -93,7 +93,9 @@ TEST(Attribution, AblationRunsExactlyTheTopKHeadsByTheirLargestEstimate) {
     ++exact;
     EXPECT_GE(reach(r.estimate), reaches[2] - 1e-12) << r.head.label();
     for (const HeadAblation& a : all.heads) {  // the same numbers as when all are run
-      if (a.head.label() == r.head.label()) EXPECT_NEAR(a.zero, r.zero, 1e-6);
+      if (a.head.label() == r.head.label()) {
+        EXPECT_NEAR(a.zero, r.zero, 1e-6);
+      }
     }
   }
   EXPECT_EQ(exact, 3);

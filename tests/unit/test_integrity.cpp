@@ -216,7 +216,9 @@ TEST(Checksum, StateJsonHashesPythonsCanonicalFormAndFormat2ItsOwn) {
     state["format"] = format;
     state.erase("checksum");
     const std::string hashed = format == 3 ? canonical_json(state) : state.dump();
-    if (format == 3) EXPECT_NE(hashed.find(":" + python + ","), std::string::npos) << hashed;
+    if (format == 3) {
+      EXPECT_NE(hashed.find(":" + python + ","), std::string::npos) << hashed;
+    }
     state["checksum"] = checksum_hex(hashed);
     test::write_text(saved.dir / "state.json", state.dump(2));
     EXPECT_EQ(verify_checkpoint(saved.dir.path()), 7) << "format " << format;

@@ -166,51 +166,79 @@ torch::Tensor finish(const Prepared& p) {
   return p.single ? x.squeeze(0) : x;
 }
 
-// Float32 matrices of several batches, each iterated on one thread by BLAS (the cheaper of
-// the two iterations above), in place. The matrices are dealt longest first to the thread
-// with the least work so far (greedy longest-processing-time scheduling): dealing each batch
-// over the threads on its own left threads idle whenever a batch did not divide evenly (the
-// default model's batches are 3 matrices each, and on 2 threads one thread took 2 of every
-// batch while the other waited).
-void iterate_float32_on_threads(const std::vector<torch::Tensor>& xs, int steps) {
-  struct Task {
-    torch::Tensor x;
-    bool through_gram;
-    double cost;
-  };
-  std::vector<Task> tasks;
-  for (const torch::Tensor& x : xs) {
-    const double n = static_cast<double>(x.size(1)), m = static_cast<double>(x.size(2));
-    const bool through_gram = newton_schulz_through_gram(x.size(1), x.size(2), steps);
-    const double cost =
-        through_gram ? gram_multiply_adds(n, m, steps) : direct_multiply_adds(n, m, steps);
-    for (int64_t i = 0; i < x.size(0); ++i) tasks.push_back({x[i], through_gram, cost});
-  }
-  std::stable_sort(tasks.begin(), tasks.end(),
-                   [](const Task& a, const Task& b) { return a.cost > b.cost; });
-  const int threads = at::get_num_threads();
-  std::vector<std::vector<const Task*>> dealt(threads);
+// The matrices of several batches dealt to the threads: longest first to the thread with the
+// least work so far (greedy longest-processing-time scheduling), `cost` being one matrix's of
+// each batch. Dealing each batch over the threads on its own left threads idle whenever a
+// batch did not divide evenly (the default model's batches are 3 matrices each, and on 2
+// threads one thread took 2 of every batch while the other waited). Matrices of one batch
+// are interchangeable, so a thread's share of a batch is one contiguous range.
+struct Share {
+  size_t batch;
+  int64_t begin, count;
+};
+std::vector<std::vector<Share>> deal(const std::vector<torch::Tensor>& xs,
+                                     const std::vector<double>& cost, int threads) {
+  std::vector<size_t> order;  // one entry a matrix: its batch, longest first
+  for (size_t b = 0; b < xs.size(); ++b) order.insert(order.end(), xs[b].size(0), b);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost[a] > cost[b]; });
+  std::vector<std::vector<int64_t>> taken(threads, std::vector<int64_t>(xs.size(), 0));
   std::vector<double> load(threads, 0.0);
-  for (const Task& task : tasks) {
+  for (const size_t b : order) {
     const auto least = std::min_element(load.begin(), load.end()) - load.begin();
-    dealt[least].push_back(&task);
-    load[least] += task.cost;
+    ++taken[least][b];
+    load[least] += cost[b];
   }
-  at::parallel_for(0, threads, 1, [&](int64_t begin, int64_t end) {
+  std::vector<std::vector<Share>> shares(threads);
+  std::vector<int64_t> next(xs.size(), 0);
+  for (int t = 0; t < threads; ++t)
+    for (size_t b = 0; b < xs.size(); ++b)
+      if (taken[t][b] > 0) {
+        shares[t].push_back({b, next[b], taken[t][b]});
+        next[b] += taken[t][b];
+      }
+  return shares;
+}
+
+// Runs each thread's shares, one thread each.
+template <typename Run>
+void on_each_thread(const std::vector<std::vector<Share>>& shares, const Run& run) {
+  at::parallel_for(0, static_cast<int64_t>(shares.size()), 1, [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
-      for (const Task* task : dealt[t])
-        task->through_gram ? iterate_through_gram(task->x, steps)
-                           : iterate_directly(task->x, steps);
+      for (const Share& share : shares[t]) run(share);
   });
 }
 
-// A batch in another dtype (bfloat16): each thread's share of the batch as one batched
-// product (oneDNN's bfloat16 calls cost more in overhead than in arithmetic at these sizes,
-// so a thread's matrices stay together), in place.
-void iterate_batch_on_threads(torch::Tensor x, int steps) {
-  at::parallel_for(0, x.size(0), 1, [&](int64_t begin, int64_t end) {
-    torch::Tensor share = x.narrow(0, begin, end - begin);
-    share.copy_(iterate(share, steps));
+// Float32 matrices of several batches, each iterated on one thread by BLAS (the cheaper of
+// the two iterations above), in place.
+void iterate_float32_on_threads(const std::vector<torch::Tensor>& xs, int steps) {
+  std::vector<bool> through_gram;
+  std::vector<double> cost;
+  for (const torch::Tensor& x : xs) {
+    const double n = static_cast<double>(x.size(1)), m = static_cast<double>(x.size(2));
+    through_gram.push_back(newton_schulz_through_gram(x.size(1), x.size(2), steps));
+    cost.push_back(through_gram.back() ? gram_multiply_adds(n, m, steps)
+                                       : direct_multiply_adds(n, m, steps));
+  }
+  on_each_thread(deal(xs, cost, at::get_num_threads()), [&](const Share& share) {
+    for (int64_t i = share.begin; i < share.begin + share.count; ++i)
+      through_gram[share.batch] ? iterate_through_gram(xs[share.batch][i], steps)
+                                : iterate_directly(xs[share.batch][i], steps);
+  });
+}
+
+// Batches in another dtype (bfloat16), dealt the same way, each thread's share of a batch
+// as one batched product (oneDNN's bfloat16 calls cost more in overhead than in arithmetic
+// at these sizes, so a thread's matrices of a shape stay together), in place.
+void iterate_batches_on_threads(const std::vector<torch::Tensor>& xs, int steps) {
+  std::vector<double> cost;  // iterate's multiply-adds: X X^T, A A and B X
+  for (const torch::Tensor& x : xs) {
+    const double n = static_cast<double>(x.size(1)), m = static_cast<double>(x.size(2));
+    cost.push_back(steps * (2 * n * n * m + n * n * n));
+  }
+  on_each_thread(deal(xs, cost, at::get_num_threads()), [&](const Share& share) {
+    torch::Tensor x = xs[share.batch].narrow(0, share.begin, share.count);
+    x.copy_(iterate(x, steps));
   });
 }
 
@@ -231,20 +259,23 @@ std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batch
   // that would leave threads idle, so each product is split over them instead.
   const int threads = at::get_num_threads();
   const auto on_threads = [&](int64_t count) { return cpu && count > 1 && count >= threads; };
-  std::vector<torch::Tensor> float32;
-  for (const Prepared& p : prepared)
-    if (p.x.scalar_type() == torch::kFloat32) float32.push_back(p.x);
-  int64_t float32_matrices = 0;
-  for (const torch::Tensor& x : float32) float32_matrices += x.size(0);
-  const bool float32_dealt = on_threads(float32_matrices);
-  if (float32_dealt) iterate_float32_on_threads(float32, steps);
-  for (Prepared& p : prepared) {
-    const bool is_float32 = p.x.scalar_type() == torch::kFloat32;
-    if (is_float32 && float32_dealt) continue;
-    if (!is_float32 && on_threads(p.x.size(0)))
-      iterate_batch_on_threads(p.x, steps);
+  // Float32 and bfloat16 dealt apart: a multiply-add costs each its own time.
+  for (const bool float32 : {true, false}) {
+    std::vector<Prepared*> group;
+    std::vector<torch::Tensor> xs;
+    int64_t matrices = 0;
+    for (Prepared& p : prepared)
+      if ((p.x.scalar_type() == torch::kFloat32) == float32) {
+        group.push_back(&p);
+        xs.push_back(p.x);
+        matrices += p.x.size(0);
+      }
+    if (!on_threads(matrices))
+      for (Prepared* p : group) p->x = iterate(p->x, steps);
+    else if (float32)
+      iterate_float32_on_threads(xs, steps);
     else
-      p.x = iterate(p.x, steps);
+      iterate_batches_on_threads(xs, steps);
   }
   std::vector<torch::Tensor> out;
   for (const Prepared& p : prepared) out.push_back(finish(p));

@@ -32,6 +32,7 @@
 #include "tools/commands.h"
 #include "tools/inspect/inspect_request.h"
 #include "train/adamw.h"
+#include "train/blas_core.h"
 #include "train/precision.h"
 #include "train/run/run_corpus.h"
 #include "train/step_profile.h"
@@ -303,6 +304,7 @@ json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& c
   return {{"config", args.config_path},
           {"cpu", cpu_description()},
           {"malloc", malloc_library()},
+          {"blas", blas_core_description()},
           {"threads", torch::get_num_threads()},
           {"device", device.str()},
           {"repeats", args.repeats},
@@ -333,7 +335,8 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
   std::printf("tinylm bench %s: %s, %d threads, medians of %d repeats after a warm-up\n",
               args.config_path.c_str(), device.str().c_str(), torch::get_num_threads(),
               args.repeats);
-  std::printf("machine: %s; malloc from %s\n", cpu_description().c_str(), malloc_library().c_str());
+  std::printf("machine: %s; malloc from %s; %s\n", cpu_description().c_str(),
+              malloc_library().c_str(), blas_core_description().c_str());
   std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s\n",
               static_cast<double>(model->num_parameters()) / 1e6, name_of(mc.pos_encoding),
               name_of(mc.norm), name_of(mc.mlp), static_cast<long>(config.train.batch_size),

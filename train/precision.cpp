@@ -24,12 +24,15 @@ std::set<std::string> cpu_flags() {
 
 std::string cpu_description() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line, name = "an unknown CPU";
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
-    name = line.substr(line.find(':') + 2);
-    break;
+  std::string line, name = "an unknown CPU", family, model;
+  // The family and model tell CPUs apart that share a name ("AMD EPYC" in a VM).
+  const auto value = [&] { return line.substr(line.find(':') + 2); };
+  while (std::getline(in, line) && line.rfind("model name", 0) != 0) {
+    if (line.rfind("cpu family", 0) == 0) family = value();
+    if (line.rfind("model\t", 0) == 0 || line.rfind("model ", 0) == 0) model = value();
   }
+  if (!in.eof()) name = value();
+  if (!family.empty()) name += ", family " + family + " model " + model;
   const std::set<std::string> flags = cpu_flags();
   std::string units;
   for (const char* unit : {"avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}) {

@@ -21,6 +21,7 @@
 #include "model/gpt.h"
 #include "train/estimate_loss.h"
 #include "train/lr_schedule.h"
+#include "train/blas_core.h"
 #include "train/precision.h"
 #include "train/run/checkpoint.h"
 #include "train/run/checkpoint_transaction.h"
@@ -318,7 +319,8 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
                static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer,
                config_.model.n_head, config_.model.n_embd, config_.model.block_size,
                name_of(config_.model.pos_encoding));
-  spdlog::info("precision: {} matmuls ({})", name_of(precision_.dtype), precision_.reason);
+  spdlog::info("precision: {} matmuls ({}); {}", name_of(precision_.dtype), precision_.reason,
+               blas_core_description());
   if (t_.optimizer == OptimizerKind::kMuon) {
     spdlog::info("optimizer: Muon for the blocks' {} matrices (lr {:.2e}), AdamW for the rest",
                  optimizer_->muon_matrices(), t_.muon_learning_rate);

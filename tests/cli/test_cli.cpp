@@ -14,6 +14,7 @@
 #include "data/io/files.h"
 #include "small_model.h"
 #include "test_util.h"
+#include "train/blas_core.h"
 
 namespace tinylm {
 namespace {
@@ -544,6 +545,8 @@ TEST_F(Cli, InterruptSavesACheckpointAndExits130) {
   EXPECT_TRUE(dtype == "float32" || dtype == "bfloat16") << dtype;
   EXPECT_EQ(state["precision"]["reason"].get<std::string>().rfind("auto: ", 0), 0u);
   EXPECT_NE(seen.find("precision: " + dtype + " matmuls (auto: "), std::string::npos) << seen;
+  // And which OpenBLAS kernels ran: those of this process, whose environment it has.
+  EXPECT_NE(seen.find("); " + blas_core_description() + "\n"), std::string::npos) << seen;
   EXPECT_LT(state["step"].get<int64_t>(), 100000);
   // And the run continues from there.
   const auto r =

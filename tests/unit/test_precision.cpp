@@ -1,10 +1,14 @@
 // train.dtype = "auto": bfloat16 exactly where the hardware has bfloat16 units, with the
-// reason; an explicit dtype is kept as given.
+// reason; an explicit dtype is kept as given. Which OpenBLAS kernels run, and why.
 
 #include <gtest/gtest.h>
 
+#include <strings.h>
+
+#include <cstdlib>
 #include <fstream>
 
+#include "train/blas_core.h"
 #include "train/precision.h"
 
 namespace tinylm {
@@ -55,6 +59,24 @@ TEST(Precision, TheProcessCallsTheMallocTheBuildLinked) {
 #else
   EXPECT_EQ(library.find("tcmalloc"), std::string::npos) << library;
 #endif
+}
+
+TEST(BlasCore, SaysWhichKernelsRanAndWhatChoseThem) {
+  EXPECT_EQ(describe_blas_core("Cooperlake", nullptr), "OpenBLAS Cooperlake kernels");
+  EXPECT_EQ(describe_blas_core("Haswell", "Haswell"),
+            "OpenBLAS Haswell kernels (OPENBLAS_CORETYPE=Haswell)");
+  EXPECT_EQ(describe_blas_core("", nullptr), "not OpenBLAS");
+}
+
+TEST(BlasCore, NamesTheKernelsThisProcessRuns) {
+  // Debian's OpenBLAS is the BLAS (scripts/install-deps.sh); OPENBLAS_CORETYPE, where set,
+  // chose its kernels as it loaded.
+  const std::string core = blas_core();
+  ASSERT_FALSE(core.empty()) << "the BLAS is not OpenBLAS";
+  if (const char* coretype = std::getenv("OPENBLAS_CORETYPE")) {
+    EXPECT_EQ(::strcasecmp(core.c_str(), coretype), 0) << core << " against " << coretype;
+  }
+  EXPECT_EQ(blas_core_description(), describe_blas_core(core, std::getenv("OPENBLAS_CORETYPE")));
 }
 
 }  // namespace

@@ -47,8 +47,11 @@ val_loss() {  # RUN -> the whole val split's loss
   "$python" -c 'import json,sys; print("%.4f" % json.load(open(sys.argv[1]))["loss"])' "$1.eval.json"
 }
 
-grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /cpu: /'
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), family $(grep -m1 'cpu family' \
+  /proc/cpuinfo | sed 's/.*: //') model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | sed 's/.*: //')"
 echo "flags: $(grep -o -w 'avx2\|avx512f\|avx512_bf16\|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+# Both sides' float32 products run on OpenBLAS's kernels, which OPENBLAS_CORETYPE can choose.
+echo "OPENBLAS_CORETYPE: ${OPENBLAS_CORETYPE:-unset}"
 echo "threads: $threads; tinylm $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $config ${extra[*]:-}"
 echo "nanoGPT $(git -C "$nanogpt" rev-parse --short HEAD 2>/dev/null || echo '(not a git checkout)'), $iters iterations"
 echo

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +27,10 @@ std::string cpu_description() {
   std::ifstream in("/proc/cpuinfo");
   std::string line, name = "an unknown CPU", family, model;
   // The family and model tell CPUs apart that share a name ("AMD EPYC" in a VM).
-  const auto value = [&] { return line.substr(line.find(':') + 2); };
+  const auto value = [&] {
+    const size_t colon = line.find(':');
+    return colon == std::string::npos ? std::string() : line.substr(std::min(colon + 2, line.size()));
+  };
   while (std::getline(in, line) && line.rfind("model name", 0) != 0) {
     if (line.rfind("cpu family", 0) == 0) family = value();
     if (line.rfind("model\t", 0) == 0 || line.rfind("model ", 0) == 0) model = value();

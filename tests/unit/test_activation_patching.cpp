@@ -82,9 +82,19 @@ TEST(ActivationPatching, TheAnswersAndLogitDifferencesAreTheRunsOwn) {
   const torch::Tensor corrupt_logits = model->forward(corrupt.unsqueeze(0));
   EXPECT_EQ(r.clean_answer, clean_logits[0][6].argmax().item<int64_t>());
   EXPECT_EQ(r.corrupt_answer, corrupt_logits[0][6].argmax().item<int64_t>());
-  EXPECT_NEAR(r.clean_diff, logit_diff(clean_logits, 6, r.clean_answer, r.corrupt_answer), 1e-6);
-  EXPECT_NEAR(r.corrupt_diff, logit_diff(corrupt_logits, 6, r.clean_answer, r.corrupt_answer),
-              1e-6);
+  // The same logits by other products (7 tokens, not 8; the answer's row unembedded alone),
+  // summed in another order: float32 rounding apart, each sum's error at most its length
+  // times 2^-24 of its scale, over every reduction on the way to a logit (the per-layer
+  // products and attention's sums, then the unembedding) and two logits a difference.
+  const ModelConfig& c = model->config();
+  const int64_t reductions =
+      c.n_layer * (c.n_embd + c.n_embd / c.n_head + c.block_size + 6 * c.n_embd) + c.n_embd;
+  for (const auto& [diff, logits] :
+       {std::pair{r.clean_diff, clean_logits}, std::pair{r.corrupt_diff, corrupt_logits}}) {
+    const double scale = logits[0][6].abs().max().item<double>();
+    EXPECT_NEAR(diff, logit_diff(logits, 6, r.clean_answer, r.corrupt_answer),
+                2 * reductions * std::ldexp(1.0, -24) * scale);
+  }
   EXPECT_GT(r.clean_diff, 0.0);  // a is the clean run's top token, b the corrupted run's
   EXPECT_LT(r.corrupt_diff, 0.0);
 }

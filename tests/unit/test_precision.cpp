@@ -50,6 +50,20 @@ TEST(Precision, ReadsThisMachinesFlags) {
   for (const std::string& f : flags) EXPECT_NE(text.find(" " + f), std::string::npos) << f;
 }
 
+TEST(Precision, DescribesTheCpuByNameFamilyAndModel) {
+  // "AMD EPYC" alone named a Zen 1 and a Zen 5 alike.
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, family, model;
+  while (std::getline(in, line) && line.rfind("model name", 0) != 0) {
+    if (line.rfind("cpu family", 0) == 0) family = line.substr(line.find(':') + 2);
+    if (line.rfind("model", 0) == 0) model = line.substr(line.find(':') + 2);
+  }
+  if (family.empty()) GTEST_SKIP() << "no cpu family in /proc/cpuinfo (not x86)";
+  const std::string description = cpu_description();
+  EXPECT_NE(description.find(", family " + family + " model " + model + " ("), std::string::npos)
+      << description;
+}
+
 TEST(Precision, TheProcessCallsTheMallocTheBuildLinked) {
   // Each executable links tcmalloc where the build found it (CMakeLists.txt); a link order
   // that let glibc's malloc come first would lose, silently, the step time it is there for.

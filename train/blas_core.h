@@ -4,7 +4,7 @@
 // Muon's float32 iteration. A DYNAMIC_ARCH OpenBLAS (Debian's) picks them as it loads, from
 // the CPU or from OPENBLAS_CORETYPE, which overrides the CPU: this project's sessions ran
 // with OPENBLAS_CORETYPE=Haswell set, AVX2 kernels on a CPU whose AVX-512 ones multiply
-// 1.7-1.8x faster (docs/MEASUREMENTS.md, round eight).
+// 1.6-1.8x faster (docs/MEASUREMENTS.md, round eight).
 
 #include <string>
 

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <tuple>
 
 #include <spdlog/spdlog.h>
@@ -149,6 +150,8 @@ struct TrainingSpeed {
   double ms_per_step = 0.0, tokens_per_s = 0.0, model_gflops = 0.0;
   Mfu mfu, mfu_gemm, mfu_fastest;
   double operators_ms_per_step = 0.0;  // the same steps without the fused kernels
+  int replicas = 1;                    // thread replicas the steps used (train/thread_replicas.h)
+  double split_ms_per_step = 0.0;  // with replicas: the steps through one model instead
   double flops_per_token = 0.0, batch_draw_ms = 0.0;
   StepProfile profile;  // where a step's time goes
 };
@@ -190,25 +193,40 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
   spdlog::info("training ({} x {} steps)...", args.repeats, args.steps);
   model->train();
   AdamW optimizer(model, t);
+  std::optional<ThreadReplicas> replicas;  // as train takes them
+  if (const int count = thread_replica_count(model, t); count > 1)
+    replicas.emplace(model, optimizer, count);
   auto batches = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(t.seed) + 1);
   const BatchSampler sampler(data.train.tokens, T, t.batch_size, "train");
   const BatchSource next = [&] { return sampler.sample(batches); };
-  // The fused kernels and the operator path (model/kernels/kernel_choice.h), repeats
-  // alternating so that both see the same machine: the A/B of the kernels in one sitting.
-  std::vector<double> fused_s, operators_s;
+  ThreadReplicas* const with_replicas = replicas ? &*replicas : nullptr;
+  const auto step = [&](ThreadReplicas* r) {
+    train_step(model, optimizer, t, t.learning_rate, next, nullptr, false, r);
+  };
+  // The fused kernels and the operator path (model/kernels/kernel_choice.h), and with thread
+  // replicas the steps through one model, operators split over the threads: repeats
+  // alternating so that all see the same machine, the A/Bs in one sitting.
+  struct Variant {
+    Kernels kernels;
+    ThreadReplicas* replicas;
+    std::vector<double> seconds;
+  };
+  std::vector<Variant> variants{{Kernels::kFused, with_replicas, {}},
+                                {Kernels::kOperators, with_replicas, {}}};
+  if (replicas) variants.push_back({Kernels::kFused, nullptr, {}});
   for (int r = 0; r < args.repeats; ++r) {
-    for (const Kernels choice : {Kernels::kFused, Kernels::kOperators}) {
-      const ScopedKernelChoice scoped(choice);
+    for (Variant& v : variants) {
+      const ScopedKernelChoice scoped(v.kernels);
       const double s = median_seconds(
           r == 0 ? 1 : 0, 1,
           [&] {
-            for (int i = 0; i < args.steps; ++i)
-              train_step(model, optimizer, t, t.learning_rate, next);
+            for (int i = 0; i < args.steps; ++i) step(v.replicas);
           },
           device);
-      (choice == Kernels::kFused ? fused_s : operators_s).push_back(s / args.steps);
+      v.seconds.push_back(s / args.steps);
     }
   }
+  const std::vector<double>&fused_s = variants[0].seconds, &operators_s = variants[1].seconds;
   const auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -225,6 +243,8 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
   TrainingSpeed speed;
   speed.ms_per_step = step_s * 1e3;
   speed.operators_ms_per_step = median(operators_s) * 1e3;
+  speed.replicas = replicas ? replicas->count() : 1;
+  if (replicas) speed.split_ms_per_step = median(variants[2].seconds) * 1e3;
   speed.tokens_per_s = tokens_per_step / step_s;
   speed.model_gflops = model_gflops;
   speed.flops_per_token = flops_per_token(model);
@@ -232,8 +252,7 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
   // The profile times operators on the CPU; a device's kernels run asynchronously to them.
   if (device.is_cpu()) {
     spdlog::info("profiling {} steps...", std::min(args.steps, 10));
-    speed.profile = profile_steps([&] { train_step(model, optimizer, t, t.learning_rate, next); },
-                                  std::min(args.steps, 10));
+    speed.profile = profile_steps([&] { step(with_replicas); }, std::min(args.steps, 10));
   }
   return speed;
 }
@@ -275,7 +294,8 @@ json profile_json(const StepProfile& p) {
 void print_profile(const StepProfile& p) {
   std::printf(
       "\nwhere a training step's time goes: the self time of LibTorch's operators under its "
-      "profiler, %.1f ms of %.1f ms wall per step\n\n| category | ms/step | share |\n"
+      "profiler, summed over the threads that ran them: %.1f ms in %.1f ms wall per "
+      "step\n\n| category | ms/step | share |\n"
       "|---|---|---|\n",
       p.total_ms, p.wall_ms);
   for (const auto& [name, ms] : p.categories) {
@@ -313,6 +333,8 @@ json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& c
           {"training",
            {{"ms_per_step", t.ms_per_step},
             {"operators_ms_per_step", t.operators_ms_per_step},
+            {"thread_replicas", t.replicas},
+            {"split_ms_per_step", t.split_ms_per_step},
             {"tokens_per_s", t.tokens_per_s},
             {"model_gflops", t.model_gflops},
             {"mfu", t.mfu.fraction},
@@ -337,10 +359,13 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
               args.repeats);
   std::printf("machine: %s; malloc from %s; %s\n", cpu_description().c_str(),
               malloc_library().c_str(), blas_core_description().c_str());
-  std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s\n",
+  std::printf("model: %.2fM parameters, %s positions, %s, %s; batch %ld x %ld tokens, %s",
               static_cast<double>(model->num_parameters()) / 1e6, name_of(mc.pos_encoding),
               name_of(mc.norm), name_of(mc.mlp), static_cast<long>(config.train.batch_size),
               static_cast<long>(mc.block_size), dtype);
+  if (r.training.replicas > 1)
+    std::printf("; the batch's rows split over %d thread replicas", r.training.replicas);
+  std::printf("\n");
   std::printf("\n| what | figure |\n|---|---|\n");
   for (const MatmulRate& m : r.matmul) {
     std::printf("| matmul %s %ldx%ld @ %ldx%ld | %.1f GFLOP/s |\n", m.dtype.c_str(),
@@ -354,6 +379,12 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
       "| training step (%s), operator path, no fused kernels | %.1f ms: fused/operators "
       "= %.2f |\n",
       dtype, t.operators_ms_per_step, t.ms_per_step / t.operators_ms_per_step);
+  if (t.replicas > 1) {
+    std::printf(
+        "| training step (%s), one model, operators split over the threads, no replicas | %.1f "
+        "ms: replicas/split = %.2f |\n",
+        dtype, t.split_ms_per_step, t.ms_per_step / t.split_ms_per_step);
+  }
   std::printf("| training model FLOPs | %.1f GFLOP/s |\n", t.model_gflops);
   for (const auto& [what, m] : {std::pair{"model-shaped matmul rate", &t.mfu},
                                 {"big-GEMM rate", &t.mfu_gemm},

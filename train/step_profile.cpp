@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <unordered_map>
 
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -52,16 +51,17 @@ std::vector<Call> nest(const std::vector<KinetoEvent>& events) {
   return calls;
 }
 
+using Forwards = std::map<std::pair<uint64_t, int64_t>, std::string>;
+
 // The category a call's place gives it: its innermost tinylm scope, or, in the backward
 // pass, the category of the forward call that made its node; empty when neither.
-std::string placed_category(const std::vector<Call>& calls, int i,
-                            const std::unordered_map<int64_t, std::string>& forward) {
+std::string placed_category(const std::vector<Call>& calls, int i, const Forwards& forward) {
   for (; i >= 0; i = calls[static_cast<size_t>(i)].parent) {
     const KinetoEvent& e = *calls[static_cast<size_t>(i)].event;
     const std::string name = e.name();
     if (starts_with(name, kScopePrefix)) return name.substr(std::string(kScopePrefix).size());
     if (starts_with(name, kBackwardPrefix)) {
-      const auto it = forward.find(e.sequenceNr());
+      const auto it = forward.find({e.startThreadId(), e.sequenceNr()});
       if (it != forward.end()) return it->second;
     }
   }
@@ -161,14 +161,15 @@ StepProfile profile_steps(const std::function<void()>& step, int steps) {
   const std::unique_ptr<profiler::ProfilerResult> result = profiler::disableProfiler();
   const std::vector<Call> calls = nest(result->events());
 
-  // Forward calls that made autograd nodes, by sequence number: their places' categories.
-  std::unordered_map<int64_t, std::string> forward;
+  // Forward calls that made autograd nodes, by thread and sequence number (each thread counts
+  // its own; a backward runs on its forward's thread here): their places' categories.
+  Forwards forward;
   for (size_t i = 0; i < calls.size(); ++i) {
     const KinetoEvent& e = *calls[i].event;
     if (e.sequenceNr() < 0 || starts_with(e.name(), kBackwardPrefix)) continue;
     std::string category = placed_category(calls, static_cast<int>(i), {});
     if (category.empty()) category = category_of_op(e.name());
-    forward.emplace(e.sequenceNr(), category);
+    forward.emplace(std::pair{e.startThreadId(), e.sequenceNr()}, category);
   }
   std::map<std::string, double> by_category;
   std::map<std::pair<std::string, std::string>, std::pair<double, int64_t>> by_op;

@@ -19,7 +19,8 @@ void check_batch_splits(const TrainConfig& config, int world_size) {
 }
 
 StepResult train_step(GPT& model, AdamW& optimizer, const TrainConfig& config, double lr,
-                      const BatchSource& next_batch, RankGroup* group, bool stop_requested) {
+                      const BatchSource& next_batch, RankGroup* group, bool stop_requested,
+                      ThreadReplicas* replicas) {
   const int world = group ? group->size() : 1, rank = group ? group->rank() : 0;
   const torch::Device device = optimizer.sync_buffer().device();
   // The global batch, drawn whole on every rank so that the generators stay in step.
@@ -38,16 +39,21 @@ StepResult train_step(GPT& model, AdamW& optimizer, const TrainConfig& config, d
     const int64_t rows = std::min(config.batch_size, first + share - begin);
     const torch::Tensor x = all_x.narrow(0, begin, rows).to(device, /*non_blocking=*/true);
     const torch::Tensor y = all_y.narrow(0, begin, rows).to(device, /*non_blocking=*/true);
+    // Weighted by the micro-batch's share of the slice; share / rows is G for equal parts.
+    const double weight = static_cast<double>(rows) / static_cast<double>(share);
+    if (replicas) {
+      local_loss += replicas->forward_backward(x, y, weight, config.dtype == Dtype::kBfloat16);
+      continue;
+    }
     torch::Tensor loss;
     {
       Autocast autocast(config.dtype == Dtype::kBfloat16, device);
-      // Weighted by the micro-batch's share of the slice; share / rows is G for equal parts.
-      loss = next_token_loss(model->forward(x), y).to(torch::kFloat32) /
-             (static_cast<double>(share) / static_cast<double>(rows));
+      loss = next_token_loss(model->forward(x), y).to(torch::kFloat32) * weight;
     }
     loss.backward();
     local_loss += loss.item<double>();
   }
+  if (replicas) replicas->gather_gradients();
   torch::Tensor& buffer = optimizer.sync_buffer();  // (N + 2,): gradients, loss, stop
   const int64_t n = buffer.size(0) - AdamW::kSideSlots;
   if (group) {

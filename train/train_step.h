@@ -20,6 +20,7 @@
 #include "train/adamw.h"
 #include "train/rank_group.h"
 #include "train/run/run_config.h"
+#include "train/thread_replicas.h"
 
 namespace tinylm {
 
@@ -36,8 +37,10 @@ struct StepResult {
 void check_batch_splits(const TrainConfig& config, int world_size);
 
 // `group` null: one process. `stop_requested`: this rank's wish to stop after this step.
+// `replicas` null: each micro-batch through `model`, its operators split over the threads;
+// otherwise its rows split over the replicas, a thread each (train/thread_replicas.h).
 StepResult train_step(GPT& model, AdamW& optimizer, const TrainConfig& config, double lr,
                       const BatchSource& next_batch, RankGroup* group = nullptr,
-                      bool stop_requested = false);
+                      bool stop_requested = false, ThreadReplicas* replicas = nullptr);
 
 }  // namespace tinylm

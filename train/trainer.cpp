@@ -256,6 +256,7 @@ class Trainer {
   double step_data_seconds_ = 0.0;  // drawing the batches of the step under way
   GPT model_{nullptr};
   std::optional<AdamW> optimizer_;
+  std::optional<ThreadReplicas> replicas_;  // none: operators split over the threads
   TrainingState state_;
   std::optional<EpochSampler> epochs_;
   std::optional<MetricsLog> metrics_;
@@ -295,6 +296,8 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
   model_->train();
   optimizer_.emplace(model_, step_config_);
   if (options_.resume) restore();
+  if (const int count = thread_replica_count(model_, t_); count > 1)
+    replicas_.emplace(model_, *optimizer_, count);
   // Epoch sampling draws its windows in an order fixed by (seed, epoch); the checkpoint keeps
   // its place in it.
   if (config_.data.sampling == Sampling::kEpoch) {
@@ -324,6 +327,11 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
   if (t_.optimizer == OptimizerKind::kMuon) {
     spdlog::info("optimizer: Muon for the blocks' {} matrices (lr {:.2e}), AdamW for the rest",
                  optimizer_->muon_matrices(), t_.muon_learning_rate);
+  }
+  if (replicas_) {
+    spdlog::info("threads: data parallel, each of the {} with its own replica of the model and "
+                 "its share of a batch's {} rows",
+                 replicas_->count(), t_.batch_size);
   }
 }
 
@@ -511,7 +519,7 @@ StepResult Trainer::train_one_step(int64_t step) {
     return batch;
   };
   return train_step(model_, *optimizer_, step_config_, learning_rate_at(step, t_), next_batch,
-                    group_, stop_wanted);
+                    group_, stop_wanted, replicas_ ? &*replicas_ : nullptr);
 }
 
 // A loss or gradient norm that is not finite means this step's update has already spoilt

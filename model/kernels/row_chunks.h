@@ -22,12 +22,15 @@ inline constexpr int64_t kRowGrain = 16;
 
 // N rows cut into a fixed number of contiguous chunks, one per thread at most. For sums over
 // rows: each chunk adds into its own partial, and the partials are added in chunk order, so
-// the result is the same whichever thread ran which chunk.
+// the result is the same whichever thread ran which chunk. Inside a parallel region (a thread
+// replica's, train/thread_replicas.h) the loop runs on one thread, so there is one chunk, as
+// with one thread: the sum is then the same as that thread alone would make.
 struct RowChunks {
   explicit RowChunks(int64_t rows)
       : rows(rows),
         count(std::max<int64_t>(
-            1, std::min<int64_t>(at::get_num_threads(), (rows + kRowGrain - 1) / kRowGrain))) {}
+            1, std::min<int64_t>(at::in_parallel_region() ? 1 : at::get_num_threads(),
+                                 (rows + kRowGrain - 1) / kRowGrain))) {}
   int64_t begin(int64_t i) const { return rows * i / count; }
   int64_t end(int64_t i) const { return rows * (i + 1) / count; }
 

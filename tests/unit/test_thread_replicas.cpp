@@ -1,0 +1,130 @@
+// Data parallel over threads (train/thread_replicas.h): the replicas' summed gradient is the
+// one a single thread computes through the same shares of the batch, bit for bit, step after
+// step (so an update reaches every replica), and replicas are used only where they are exact.
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "small_model.h"
+#include "train/adamw.h"
+#include "train/autocast.h"
+#include "train/run/evaluate.h"
+#include "train/thread_replicas.h"
+
+namespace tinylm {
+namespace {
+
+using test::small_config;
+
+// Restores the intra-op thread count a test found.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int threads) : before_(at::get_num_threads()) {
+    at::set_num_threads(threads);
+  }
+  ~ThreadCount() { at::set_num_threads(before_); }
+
+ private:
+  int before_;
+};
+
+struct Case {
+  int replicas;
+  int64_t rows;
+  bool bfloat16;
+};
+
+class ThreadReplicasSum : public ::testing::TestWithParam<Case> {};
+
+// Two replicas over 8 rows, and three over 7 (shares of 3, 2 and 2), in float32 and in
+// bfloat16 autocast (forced: emulated where the CPU has no bfloat16 units).
+INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
+                         ::testing::Values(Case{2, 8, false}, Case{2, 8, true},
+                                           Case{3, 7, false}, Case{3, 7, true}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.replicas) + "_over_" +
+                                  std::to_string(info.param.rows) +
+                                  (info.param.bfloat16 ? "_bfloat16" : "_float32");
+                         });
+
+// The reference: one thread, each replica's share in turn through one model, its loss
+// weighted by its share of the rows, autograd adding each share's gradient to the ones
+// before, as the replicas' gradients are added in replica order. Every operator then sees
+// the rows it sees on its replica's thread, so no rounding may differ.
+TEST_P(ThreadReplicasSum, EqualsOneThreadThroughTheSameSharesBitForBit) {
+  const Case c = GetParam();
+  const ModelConfig config = small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"});
+  TrainConfig t;
+  t.learning_rate = 1e-2;
+  GPT one = test::random_model(config), split = test::random_model(config);
+  one->train(), split->train();
+  AdamW one_optimizer(one, t), split_optimizer(split, t);
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(5);
+  std::optional<ThreadReplicas> replicas;
+  {
+    const ThreadCount threads(c.replicas);
+    replicas.emplace(split, split_optimizer, c.replicas);
+  }
+  ASSERT_EQ(replicas->count(), c.replicas);
+  const int64_t T = config.block_size;
+  for (int step = 0; step < 3; ++step) {
+    const torch::Tensor x = torch::randint(config.vocab_size, {c.rows, T}, rng);
+    const torch::Tensor y = torch::randint(config.vocab_size, {c.rows, T}, rng);
+    double one_loss = 0.0;
+    {
+      const ThreadCount threads(1);
+      for (int64_t r = 0, first = 0; r < c.replicas; ++r) {
+        const int64_t count = c.rows / c.replicas + (r < c.rows % c.replicas ? 1 : 0);
+        torch::Tensor loss;
+        {
+          Autocast autocast(c.bfloat16, torch::Device(torch::kCPU));
+          loss = next_token_loss(one->forward(x.narrow(0, first, count)), y.narrow(0, first, count))
+                     .to(torch::kFloat32) *
+                 (static_cast<double>(count) / static_cast<double>(c.rows));
+        }
+        loss.backward();
+        one_loss += loss.item<double>();
+        first += count;
+      }
+    }
+    double split_loss = 0.0;
+    {
+      const ThreadCount threads(c.replicas);
+      split_loss = replicas->forward_backward(x, y, 1.0, c.bfloat16);
+      replicas->gather_gradients();
+    }
+    EXPECT_EQ(one_loss, split_loss) << "step " << step;
+    EXPECT_TRUE(torch::equal(one_optimizer.sync_buffer(), split_optimizer.sync_buffer()))
+        << "step " << step << ": largest difference "
+        << (one_optimizer.sync_buffer() - split_optimizer.sync_buffer()).abs().max().item<double>();
+    one_optimizer.step(t.learning_rate), split_optimizer.step(t.learning_rate);
+    one_optimizer.zero_grad(), split_optimizer.zero_grad();
+  }
+}
+
+TEST(ThreadReplicas, UsedOnlyWhereExactAndWorthIt) {
+  TrainConfig t;
+  t.batch_size = 4;
+  GPT model = test::random_model(small_config());
+  {
+    const ThreadCount threads(2);
+    EXPECT_EQ(thread_replica_count(model, t), 2);
+    t.batch_size = 1;  // no row for the second thread
+    EXPECT_EQ(thread_replica_count(model, t), 1);
+    t.batch_size = 4;
+    // Dropout would draw from one generator in whichever order the threads come.
+    GPT dropping = test::random_model(small_config({"dropout=0.1"}));
+    EXPECT_EQ(thread_replica_count(dropping, t), 1);
+    // A hook on the model would not see the other replicas' rows.
+    const HookHandle hook =
+        model->add_hook("blocks.0.hook_resid_pre", [](const torch::Tensor& x, const std::string&) { return x; });
+    EXPECT_EQ(thread_replica_count(model, t), 1);
+  }
+  const ThreadCount one(1);
+  EXPECT_EQ(thread_replica_count(model, t), 1);
+}
+
+}  // namespace
+}  // namespace tinylm

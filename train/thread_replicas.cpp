@@ -1,0 +1,90 @@
+#include "train/thread_replicas.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
+
+#include <stdexcept>
+
+#include "train/autocast.h"
+#include "train/run/evaluate.h"
+
+namespace tinylm {
+
+int thread_replica_count(const GPT& model, const TrainConfig& config) {
+  const int threads = at::get_num_threads();
+  const bool replicable = model->device().is_cpu() && model->config().dropout == 0.0 &&
+                          !model->has_hooks() && config.batch_size >= threads;
+  return threads >= 2 && replicable ? threads : 1;
+}
+
+ThreadReplicas::ThreadReplicas(GPT& model, AdamW& optimizer, int count) {
+  if (count < 2) throw std::invalid_argument("ThreadReplicas: needs at least 2 replicas");
+  const torch::Tensor& buffer = optimizer.sync_buffer();
+  model_grads_ = buffer.narrow(0, 0, buffer.size(0) - AdamW::kSideSlots);
+  models_.push_back(model);
+  const auto originals = model->named_parameters();
+  for (int r = 1; r < count; ++r) {
+    GPT replica(model->config());
+    replica->train(model->is_training());
+    torch::Tensor grads = torch::zeros_like(model_grads_);
+    torch::NoGradGuard no_grad;
+    for (auto& item : replica->named_parameters()) {
+      const torch::Tensor& original = originals[item.key()];
+      const torch::Tensor& original_grad = original.grad();
+      // Where the optimizer put this parameter's gradient is where this replica puts its own.
+      if (!original_grad.defined() || !original_grad.is_alias_of(model_grads_) ||
+          !original_grad.is_contiguous())
+        throw std::logic_error("ThreadReplicas: " + item.key() +
+                               "'s gradient is not in the optimizer's buffer");
+      const int64_t offset = original_grad.storage_offset() - model_grads_.storage_offset();
+      item.value().set_data(original);  // the same storage: the optimizer's updates included
+      item.value().mutable_grad() =
+          grads.narrow(0, offset, original.numel()).view(original.sizes());
+    }
+    models_.push_back(replica);
+    grads_.push_back(grads);
+  }
+}
+
+double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Tensor& y,
+                                        double weight, bool bfloat16) {
+  const int64_t rows = x.size(0);
+  const int64_t used = std::min<int64_t>(count(), rows);
+  std::vector<double> losses(static_cast<size_t>(used), 0.0);
+  // Grad mode, autocast's dispatch keys and a profiler's callbacks are the calling thread's;
+  // each worker takes them on.
+  const at::ThreadLocalState state;
+  at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
+    const at::ThreadLocalStateGuard guard(state);
+    for (int64_t r = begin; r < end; ++r) {
+      // Rows [first, last): the remainder of an uneven split to the first replicas.
+      const int64_t first = r * (rows / used) + std::min(r, rows % used);
+      const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
+      torch::Tensor loss;
+      {
+        Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+        // The share's mean loss weighted by its share of the rows: the replicas' losses sum
+        // to the mean over all rows.
+        loss = next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
+                               y.narrow(0, first, count_r))
+                   .to(torch::kFloat32) *
+               (weight * static_cast<double>(count_r) / static_cast<double>(rows));
+      }
+      loss.backward();
+      losses[static_cast<size_t>(r)] = loss.item<double>();
+    }
+  });
+  double total = 0.0;
+  for (const double l : losses) total += l;
+  return total;
+}
+
+void ThreadReplicas::gather_gradients() {
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& g : grads_) {
+    model_grads_.add_(g);
+    g.zero_();
+  }
+}
+
+}  // namespace tinylm

@@ -16,10 +16,14 @@
 #include "model/gpt.h"
 #include "train/rank_group.h"
 #include "train/run/run_config.h"
+#include "train/thread_replicas.h"
 
 namespace tinylm {
 
+// With `replicas` (of `model`), the batches are dealt to them, a thread each
+// (train/thread_replicas.h), and their losses summed in batch order.
 double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
-                     torch::Generator& generator, Dtype dtype, RankGroup* group = nullptr);
+                     torch::Generator& generator, Dtype dtype, RankGroup* group = nullptr,
+                     ThreadReplicas* replicas = nullptr);
 
 }  // namespace tinylm

@@ -53,6 +53,7 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
   std::vector<double> losses(static_cast<size_t>(used), 0.0);
   // Grad mode, autocast's dispatch keys and a profiler's callbacks are the calling thread's;
   // each worker takes them on.
+  follow_mode();
   const at::ThreadLocalState state;
   at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
     const at::ThreadLocalStateGuard guard(state);
@@ -85,6 +86,37 @@ void ThreadReplicas::gather_gradients() {
     model_grads_.add_(g);
     g.zero_();
   }
+}
+
+}  // namespace tinylm
+
+namespace tinylm {
+
+std::vector<double> ThreadReplicas::batch_losses(
+    const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batches, bool bfloat16) {
+  const int64_t n = static_cast<int64_t>(batches.size());
+  const int64_t used = std::min<int64_t>(count(), n);
+  std::vector<double> losses(batches.size(), 0.0);
+  follow_mode();
+  const at::ThreadLocalState state;
+  at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
+    const at::ThreadLocalStateGuard guard(state);
+    for (int64_t r = begin; r < end; ++r) {
+      Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+      for (int64_t i = r; i < n; i += used) {
+        const auto& [x, y] = batches[static_cast<size_t>(i)];
+        losses[static_cast<size_t>(i)] =
+            next_token_loss(models_[static_cast<size_t>(r)]->forward(x), y).item<double>();
+      }
+    }
+  });
+  return losses;
+}
+
+void ThreadReplicas::follow_mode() {
+  const bool training = models_[0]->is_training();
+  for (size_t r = 1; r < models_.size(); ++r)
+    if (models_[r]->is_training() != training) models_[r]->train(training);
 }
 
 }  // namespace tinylm

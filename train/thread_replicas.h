@@ -12,6 +12,7 @@
 // micro-batch's mean loss, as one thread over all its rows would compute it, to float
 // rounding, and the same from run to run at a given number of threads.
 
+#include <utility>
 #include <vector>
 
 #include <torch/torch.h>
@@ -46,7 +47,15 @@ class ThreadReplicas {
   // Adds the other replicas' gradients into the model's, in replica order, and zeroes theirs.
   void gather_gradients();
 
+  // The mean next-token loss of each batch (x, y), forward only, in the calling thread's grad
+  // mode, the batches dealt to the replicas in turn (batch i to replica i mod count), a thread
+  // each; in batch order.
+  std::vector<double> batch_losses(
+      const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batches, bool bfloat16);
+
  private:
+  void follow_mode();  // the replicas in the model's train or eval mode
+
   std::vector<GPT> models_;            // models_[0] is the model itself
   torch::Tensor model_grads_;          // (N,): the optimizer's gradients
   std::vector<torch::Tensor> grads_;   // (N,) per replica after the first

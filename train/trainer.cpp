@@ -257,6 +257,7 @@ class Trainer {
   GPT model_{nullptr};
   std::optional<AdamW> optimizer_;
   std::optional<ThreadReplicas> replicas_;  // none: operators split over the threads
+  ThreadReplicas* replicas() { return replicas_ ? &*replicas_ : nullptr; }
   TrainingState state_;
   std::optional<EpochSampler> epochs_;
   std::optional<MetricsLog> metrics_;
@@ -422,8 +423,9 @@ void Trainer::evaluate_and_checkpoint(int64_t step) {
   const auto t_eval = Clock::now();
   const Dtype dtype = precision_.dtype;
   const double train_loss =
-      estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, dtype, group_);
-  val_loss_ = estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, dtype, group_);
+      estimate_loss(model_, data_.train, t_.eval_iters, rng_.eval, dtype, group_, replicas());
+  val_loss_ =
+      estimate_loss(model_, data_.val, t_.eval_iters, rng_.eval, dtype, group_, replicas());
   time_.add(step == t_.max_iters ? RunBreakdown::kFinalEval : RunBreakdown::kEvals,
             seconds_since(t_eval));
   stop_if_diverged("train loss", train_loss, step);
@@ -519,7 +521,7 @@ StepResult Trainer::train_one_step(int64_t step) {
     return batch;
   };
   return train_step(model_, *optimizer_, step_config_, learning_rate_at(step, t_), next_batch,
-                    group_, stop_wanted, replicas_ ? &*replicas_ : nullptr);
+                    group_, stop_wanted, replicas());
 }
 
 // A loss or gradient norm that is not finite means this step's update has already spoilt

@@ -104,6 +104,38 @@ TEST_P(ThreadReplicasSum, EqualsOneThreadThroughTheSameSharesBitForBit) {
   }
 }
 
+// The loss estimate's batches dealt to the replicas: each batch's loss is the one a thread
+// alone computes on the model, in batch order (5 batches over 2 replicas: 3 and 2).
+TEST(ThreadReplicas, BatchLossesAreOneThreadsInBatchOrder) {
+  const ModelConfig config = small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"});
+  GPT model = test::random_model(config);
+  TrainConfig t;
+  AdamW optimizer(model, t);
+  std::optional<ThreadReplicas> replicas;
+  {
+    const ThreadCount threads(2);
+    replicas.emplace(model, optimizer, 2);
+  }
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(6);
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> batches;
+  for (int i = 0; i < 5; ++i) {
+    batches.emplace_back(torch::randint(config.vocab_size, {3, config.block_size}, rng),
+                         torch::randint(config.vocab_size, {3, config.block_size}, rng));
+  }
+  torch::NoGradGuard no_grad;
+  for (const bool bfloat16 : {false, true}) {
+    std::vector<double> alone;
+    {
+      const ThreadCount threads(1);
+      Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+      for (const auto& [x, y] : batches)
+        alone.push_back(next_token_loss(model->forward(x), y).item<double>());
+    }
+    const ThreadCount threads(2);
+    EXPECT_EQ(replicas->batch_losses(batches, bfloat16), alone) << "bfloat16 " << bfloat16;
+  }
+}
+
 TEST(ThreadReplicas, UsedOnlyWhereExactAndWorthIt) {
   TrainConfig t;
   t.batch_size = 4;

@@ -1,6 +1,7 @@
 // The training loop end to end on a tiny model: it learns, it checkpoints, and a run stopped
 // and resumed is the same run, step for step, bit for bit.
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -182,6 +183,44 @@ TEST(Training, AccumulatingTwoHalfBatchesEqualsOneFullBatch) {
     ++compared;
   }
   EXPECT_EQ(compared, 6);
+}
+
+// With 2 threads each step's rows go half to each thread's replica of the model
+// (train/thread_replicas.h): the run is the one a single thread trains through the same
+// halves as micro-batches, to the bit (in float32 with AdamW, whose update is the same at any
+// thread count). The evals draw batch_size rows, so only the training is compared.
+TEST(Training, TwoThreadReplicasTrainWhatOneThreadTrainsInTheirHalves) {
+  RunConfig replicated = tiny_config(6), halves = tiny_config(6);
+  for (RunConfig* c : {&replicated, &halves}) {
+    c->train.dtype = Dtype::kFloat32;
+    c->train.optimizer = OptimizerKind::kAdamW;
+  }
+  replicated.train.batch_size = 8;
+  halves.train.batch_size = 4;
+  halves.train.gradient_accumulation_steps = 2;
+  TempDir a, b;
+  TrainOptions options;
+  options.progress = false;
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  options.out_dir = a / "run";
+  train(replicated, options);
+  at::set_num_threads(1);
+  options.out_dir = b / "run";
+  train(halves, options);
+  at::set_num_threads(threads);
+  int compared = 0;
+  const std::vector<json> la = losses(a / "run"), lb = losses(b / "run");
+  ASSERT_EQ(la.size(), lb.size());
+  for (size_t i = 0; i < la.size(); ++i) {
+    if (la[i]["kind"] != "train") continue;
+    EXPECT_EQ(la[i], lb[i]);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 6);
+  const auto wa = load_safetensors(a / "run/model.safetensors").tensors;
+  const auto wb = load_safetensors(b / "run/model.safetensors").tensors;
+  for (const auto& [name, tensor] : wa) EXPECT_TRUE(torch::equal(tensor, wb.at(name))) << name;
 }
 
 TEST(Training, RefusesToOverwriteOrResumeWhatIsNotARun) {

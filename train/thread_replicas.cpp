@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "train/autocast.h"
@@ -51,14 +52,14 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
   const int64_t rows = x.size(0);
   const int64_t used = std::min<int64_t>(count(), rows);
   std::vector<double> losses(static_cast<size_t>(used), 0.0);
+  follow_mode();
   // Grad mode, autocast's dispatch keys and a profiler's callbacks are the calling thread's;
   // each worker takes them on.
-  follow_mode();
   const at::ThreadLocalState state;
   at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
     const at::ThreadLocalStateGuard guard(state);
     for (int64_t r = begin; r < end; ++r) {
-      // Rows [first, last): the remainder of an uneven split to the first replicas.
+      // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
       const int64_t first = r * (rows / used) + std::min(r, rows % used);
       const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
       torch::Tensor loss;
@@ -66,10 +67,11 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
         Autocast autocast(bfloat16, torch::Device(torch::kCPU));
         // The share's mean loss weighted by its share of the rows: the replicas' losses sum
         // to the mean over all rows.
-        loss = next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
-                               y.narrow(0, first, count_r))
-                   .to(torch::kFloat32) *
-               (weight * static_cast<double>(count_r) / static_cast<double>(rows));
+        loss =
+            next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
+                            y.narrow(0, first, count_r))
+                .to(torch::kFloat32) *
+            (weight * static_cast<double>(count_r) / static_cast<double>(rows));
       }
       loss.backward();
       losses[static_cast<size_t>(r)] = loss.item<double>();
@@ -87,10 +89,6 @@ void ThreadReplicas::gather_gradients() {
     g.zero_();
   }
 }
-
-}  // namespace tinylm
-
-namespace tinylm {
 
 std::vector<double> ThreadReplicas::batch_losses(
     const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batches, bool bfloat16) {

@@ -56,9 +56,9 @@ class ThreadReplicas {
  private:
   void follow_mode();  // the replicas in the model's train or eval mode
 
-  std::vector<GPT> models_;            // models_[0] is the model itself
-  torch::Tensor model_grads_;          // (N,): the optimizer's gradients
-  std::vector<torch::Tensor> grads_;   // (N,) per replica after the first
+  std::vector<GPT> models_;           // models_[0] is the model itself
+  torch::Tensor model_grads_;         // (N,): the optimizer's gradients
+  std::vector<torch::Tensor> grads_;  // (N,) per replica after the first
 };
 
 }  // namespace tinylm

@@ -41,8 +41,8 @@ class ThreadReplicasSum : public ::testing::TestWithParam<Case> {};
 // Two replicas over 8 rows, and three over 7 (shares of 3, 2 and 2), in float32 and in
 // bfloat16 autocast (forced: emulated where the CPU has no bfloat16 units).
 INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
-                         ::testing::Values(Case{2, 8, false}, Case{2, 8, true},
-                                           Case{3, 7, false}, Case{3, 7, true}),
+                         ::testing::Values(Case{2, 8, false}, Case{2, 8, true}, Case{3, 7, false},
+                                           Case{3, 7, true}),
                          [](const auto& info) {
                            return std::to_string(info.param.replicas) + "_over_" +
                                   std::to_string(info.param.rows) +
@@ -150,8 +150,8 @@ TEST(ThreadReplicas, UsedOnlyWhereExactAndWorthIt) {
     GPT dropping = test::random_model(small_config({"dropout=0.1"}));
     EXPECT_EQ(thread_replica_count(dropping, t), 1);
     // A hook on the model would not see the other replicas' rows.
-    const HookHandle hook =
-        model->add_hook("blocks.0.hook_resid_pre", [](const torch::Tensor& x, const std::string&) { return x; });
+    const HookHandle hook = model->add_hook(
+        "blocks.0.hook_resid_pre", [](const torch::Tensor& x, const std::string&) { return x; });
     EXPECT_EQ(thread_replica_count(model, t), 1);
   }
   const ThreadCount one(1);

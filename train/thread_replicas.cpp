@@ -9,7 +9,29 @@
 #include "train/autocast.h"
 #include "train/run/evaluate.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace tinylm {
+namespace {
+
+// Inside a replica's thread LibTorch and oneDNN are told there is one thread, as at
+// --threads 1: they plan their work for the one thread that runs it (inside a parallel region
+// they would otherwise plan for all the threads and run the plan serially), so a replica
+// computes what one thread alone computes. The setting is this thread's, for the region.
+class AloneInRegion {
+ public:
+#ifdef _OPENMP
+  AloneInRegion() : before_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~AloneInRegion() { omp_set_num_threads(before_); }
+
+ private:
+  int before_;
+#endif
+};
+
+}  // namespace
 
 int thread_replica_count(const GPT& model, const TrainConfig& config) {
   const int threads = at::get_num_threads();
@@ -58,6 +80,7 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
   const at::ThreadLocalState state;
   at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
     const at::ThreadLocalStateGuard guard(state);
+    const AloneInRegion alone;
     for (int64_t r = begin; r < end; ++r) {
       // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
       const int64_t first = r * (rows / used) + std::min(r, rows % used);
@@ -99,6 +122,7 @@ std::vector<double> ThreadReplicas::batch_losses(
   const at::ThreadLocalState state;
   at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
     const at::ThreadLocalStateGuard guard(state);
+    const AloneInRegion alone;
     for (int64_t r = begin; r < end; ++r) {
       Autocast autocast(bfloat16, torch::Device(torch::kCPU));
       for (int64_t i = r; i < n; i += used) {

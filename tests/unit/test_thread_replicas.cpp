@@ -34,19 +34,22 @@ struct Case {
   int replicas;
   int64_t rows;
   bool bfloat16;
+  int64_t n_embd = 16;
 };
 
 class ThreadReplicasSum : public ::testing::TestWithParam<Case> {};
 
 // Two replicas over 8 rows, and three over 7 (shares of 3, 2 and 2), in float32 and in
-// bfloat16 autocast (forced: emulated where the CPU has no bfloat16 units).
+// bfloat16 autocast (forced: emulated where the CPU has no bfloat16 units); and 64 wide, where
+// LibTorch hands bfloat16 products to oneDNN (past 16^3 multiply-adds), inside the region.
 INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
                          ::testing::Values(Case{2, 8, false}, Case{2, 8, true}, Case{3, 7, false},
-                                           Case{3, 7, true}),
+                                           Case{3, 7, true}, Case{2, 8, true, 64}),
                          [](const auto& info) {
                            return std::to_string(info.param.replicas) + "_over_" +
                                   std::to_string(info.param.rows) +
-                                  (info.param.bfloat16 ? "_bfloat16" : "_float32");
+                                  (info.param.bfloat16 ? "_bfloat16" : "_float32") + "_" +
+                                  std::to_string(info.param.n_embd) + "_wide";
                          });
 
 // The reference: one thread, each replica's share in turn through one model, its loss
@@ -55,7 +58,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
 // the rows it sees on its replica's thread, so no rounding may differ.
 TEST_P(ThreadReplicasSum, EqualsOneThreadThroughTheSameSharesBitForBit) {
   const Case c = GetParam();
-  const ModelConfig config = small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"});
+  const ModelConfig config = small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu",
+                                            "n_embd=" + std::to_string(c.n_embd)});
   TrainConfig t;
   t.learning_rate = 1e-2;
   GPT one = test::random_model(config), split = test::random_model(config);

@@ -39,7 +39,7 @@ StepResult train_step(GPT& model, AdamW& optimizer, const TrainConfig& config, d
     const int64_t rows = std::min(config.batch_size, first + share - begin);
     const torch::Tensor x = all_x.narrow(0, begin, rows).to(device, /*non_blocking=*/true);
     const torch::Tensor y = all_y.narrow(0, begin, rows).to(device, /*non_blocking=*/true);
-    // Weighted by the micro-batch's share of the slice; share / rows is G for equal parts.
+    // Weighted by the micro-batch's share of the slice: 1 / G for equal parts.
     const double weight = static_cast<double>(rows) / static_cast<double>(share);
     if (replicas) {
       local_loss += replicas->forward_backward(x, y, weight, config.dtype == Dtype::kBfloat16);

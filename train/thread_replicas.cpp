@@ -4,6 +4,7 @@
 #include <ATen/ThreadLocalState.h>
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "train/autocast.h"
@@ -74,31 +75,22 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
   const int64_t rows = x.size(0);
   const int64_t used = std::min<int64_t>(count(), rows);
   std::vector<double> losses(static_cast<size_t>(used), 0.0);
-  follow_mode();
-  // Grad mode, autocast's dispatch keys and a profiler's callbacks are the calling thread's;
-  // each worker takes them on.
-  const at::ThreadLocalState state;
-  at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
-    const at::ThreadLocalStateGuard guard(state);
-    const AloneInRegion alone;
-    for (int64_t r = begin; r < end; ++r) {
-      // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
-      const int64_t first = r * (rows / used) + std::min(r, rows % used);
-      const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
-      torch::Tensor loss;
-      {
-        Autocast autocast(bfloat16, torch::Device(torch::kCPU));
-        // The share's mean loss weighted by its share of the rows: the replicas' losses sum
-        // to the mean over all rows.
-        loss =
-            next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
-                            y.narrow(0, first, count_r))
-                .to(torch::kFloat32) *
-            (weight * static_cast<double>(count_r) / static_cast<double>(rows));
-      }
-      loss.backward();
-      losses[static_cast<size_t>(r)] = loss.item<double>();
+  on_replicas(used, [&](int64_t r) {
+    // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
+    const int64_t first = r * (rows / used) + std::min(r, rows % used);
+    const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
+    torch::Tensor loss;
+    {
+      Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+      // The share's mean loss weighted by its share of the rows: the replicas' losses sum
+      // to the mean over all rows.
+      loss = next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
+                             y.narrow(0, first, count_r))
+                 .to(torch::kFloat32) *
+             (weight * static_cast<double>(count_r) / static_cast<double>(rows));
     }
+    loss.backward();
+    losses[static_cast<size_t>(r)] = loss.item<double>();
   });
   double total = 0.0;
   for (const double l : losses) total += l;
@@ -118,27 +110,30 @@ std::vector<double> ThreadReplicas::batch_losses(
   const int64_t n = static_cast<int64_t>(batches.size());
   const int64_t used = std::min<int64_t>(count(), n);
   std::vector<double> losses(batches.size(), 0.0);
-  follow_mode();
-  const at::ThreadLocalState state;
-  at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
-    const at::ThreadLocalStateGuard guard(state);
-    const AloneInRegion alone;
-    for (int64_t r = begin; r < end; ++r) {
-      Autocast autocast(bfloat16, torch::Device(torch::kCPU));
-      for (int64_t i = r; i < n; i += used) {
-        const auto& [x, y] = batches[static_cast<size_t>(i)];
-        losses[static_cast<size_t>(i)] =
-            next_token_loss(models_[static_cast<size_t>(r)]->forward(x), y).item<double>();
-      }
+  on_replicas(used, [&](int64_t r) {
+    Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+    for (int64_t i = r; i < n; i += used) {
+      const auto& [x, y] = batches[static_cast<size_t>(i)];
+      losses[static_cast<size_t>(i)] =
+          next_token_loss(models_[static_cast<size_t>(r)]->forward(x), y).item<double>();
     }
   });
   return losses;
 }
 
-void ThreadReplicas::follow_mode() {
+void ThreadReplicas::on_replicas(int64_t used, const std::function<void(int64_t r)>& work) {
+  // The replicas in the model's train or eval mode.
   const bool training = models_[0]->is_training();
   for (size_t r = 1; r < models_.size(); ++r)
     if (models_[r]->is_training() != training) models_[r]->train(training);
+  // Grad mode, autocast's dispatch keys and a profiler's callbacks are the calling thread's;
+  // each worker takes them on.
+  const at::ThreadLocalState state;
+  at::parallel_for(0, used, 1, [&](int64_t begin, int64_t end) {
+    const at::ThreadLocalStateGuard guard(state);
+    const AloneInRegion alone;
+    for (int64_t r = begin; r < end; ++r) work(r);
+  });
 }
 
 }  // namespace tinylm

@@ -12,6 +12,7 @@
 // micro-batch's mean loss, as one thread over all its rows would compute it, to float
 // rounding, and the same from run to run at a given number of threads.
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -54,7 +55,9 @@ class ThreadReplicas {
       const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batches, bool bfloat16);
 
  private:
-  void follow_mode();  // the replicas in the model's train or eval mode
+  // work(r) for replicas [0, used), a thread each, the replicas in the model's train or eval
+  // mode and each thread in the caller's grad mode and autocast, planning for one thread.
+  void on_replicas(int64_t used, const std::function<void(int64_t r)>& work);
 
   std::vector<GPT> models_;           // models_[0] is the model itself
   torch::Tensor model_grads_;         // (N,): the optimizer's gradients

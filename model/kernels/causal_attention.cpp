@@ -11,7 +11,7 @@
 
 #include "model/kernels/element_io.h"
 #include "model/kernels/row_chunks.h"
-#include "model/ops/blas.h"
+#include "model/kernels/tile_gemm.h"
 
 namespace tinylm {
 namespace {
@@ -139,24 +139,24 @@ void attend(const T* qkv, T* pattern, Out* y, const Layout& l) {
   constexpr bool direct = std::is_same_v<T, Out>;
   at::parallel_for(0, l.B * l.n_kv, 1, [&](int64_t first, int64_t last) {
     std::vector<T> band_out(direct ? 0 : static_cast<size_t>(kBandRows * hs));
+    std::vector<T> K_t(static_cast<size_t>(hs * Tn));  // (hs, T): the group's keys transposed
     for (int64_t task = first; task < last; ++task) {
       const int64_t b = task / l.n_kv, g = task % l.n_kv;
       const T* rows = qkv + b * l.T * W;
-      const T *K = rows + l.k_offset(g), *V = rows + l.v_offset(g);
+      const T* V = rows + l.v_offset(g);
+      transpose_into(rows + l.k_offset(g), W, Tn, hs, K_t.data());
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         T* P = pattern + (b * l.n_head + h) * l.T * l.T;
         Out* Y = y + b * l.T * C + h * hs;
         for (int r = 0; r < Tn; r += kBandRows) {
           const int band = std::min(kBandRows, Tn - r), seen = r + band;
-          gemm_row_major<T>(false, true, band, seen, hs, scale, rows + r * W + h * hs, W, K, W, 0,
-                            P + r * Tn, Tn);
+          tile_gemm<T>(band, seen, hs, scale, rows + r * W + h * hs, W, 1, K_t.data(), Tn, 0,
+                       P + r * Tn, Tn);
           causal_softmax_rows(P, l.T, r, r + band);
           if constexpr (direct) {
-            gemm_row_major<T>(false, false, band, hs, seen, 1, P + r * Tn, Tn, V, W, 0, Y + r * C,
-                              C);
+            tile_gemm<T>(band, hs, seen, 1, P + r * Tn, Tn, 1, V, W, 0, Y + r * C, C);
           } else {
-            gemm_row_major<T>(false, false, band, hs, seen, 1, P + r * Tn, Tn, V, W, 0,
-                              band_out.data(), hs);
+            tile_gemm<T>(band, hs, seen, 1, P + r * Tn, Tn, 1, V, W, 0, band_out.data(), hs);
             convert_block(band_out.data(), hs, Y + r * C, C, band, hs);
           }
         }
@@ -178,12 +178,14 @@ void attend_backward(const T* qkv, const T* pattern, const G* grad_y, T* d_qkv, 
     std::vector<T> dS_buffer(static_cast<size_t>(l.T * l.T));  // (T, T): dP, then dS in place
     T* dS = dS_buffer.data();
     std::vector<T> dO_buffer(direct ? 0 : static_cast<size_t>(l.T * hs));  // (T, hs)
+    std::vector<T> V_t(static_cast<size_t>(hs * Tn));  // (hs, T): the group's values transposed
     for (int64_t task = first; task < last; ++task) {
       const int64_t b = task / l.n_kv, g = task % l.n_kv;
       const T* rows = qkv + b * l.T * W;
       T* d_rows = d_qkv + b * l.T * W;
-      const T *K = rows + l.k_offset(g), *V = rows + l.v_offset(g);
+      const T* K = rows + l.k_offset(g);
       T *dK = d_rows + l.k_offset(g), *dV = d_rows + l.v_offset(g);
+      transpose_into(rows + l.v_offset(g), W, Tn, hs, V_t.data());
       for (int64_t h = g * group; h < (g + 1) * group; ++h) {
         const T* P = pattern + (b * l.n_head + h) * l.T * l.T;
         const G* head_grad = grad_y + b * l.T * C + h * hs;
@@ -201,19 +203,19 @@ void attend_backward(const T* qkv, const T* pattern, const G* grad_y, T* d_qkv, 
         // Band r of rows: dS, then dQ from the keys it sees.
         for (int r = 0; r < Tn; r += kBandRows) {
           const int band = std::min(kBandRows, Tn - r), seen = r + band;
-          gemm_row_major<T>(false, true, band, seen, hs, 1, dO + r * ld_dO, ld_dO, V, W, 0,
-                            dS + r * Tn, Tn);
+          tile_gemm<T>(band, seen, hs, 1, dO + r * ld_dO, ld_dO, 1, V_t.data(), Tn, 0, dS + r * Tn,
+                       Tn);
           softmax_backward_rows(P, dS, l.T, scale, r, r + band);
-          gemm_row_major<T>(false, false, band, hs, seen, 1, dS + r * Tn, Tn, K, W, 0, dQ + r * W,
-                            W);
+          tile_gemm<T>(band, hs, seen, 1, dS + r * Tn, Tn, 1, K, W, 0, dQ + r * W, W);
         }
-        // Band c of keys and values: only the rows from c on saw them.
+        // Band c of keys and values: only the rows from c on saw them. P^T and dS^T are
+        // read in place, column by column.
         for (int c = 0; c < Tn; c += kBandRows) {
           const int band = std::min(kBandRows, Tn - c), seers = Tn - c;
-          gemm_row_major<T>(true, false, band, hs, seers, 1, P + c * Tn + c, Tn, dO + c * ld_dO,
-                            ld_dO, beta, dV + c * W, W);
-          gemm_row_major<T>(true, false, band, hs, seers, 1, dS + c * Tn + c, Tn, Q + c * W, W,
-                            beta, dK + c * W, W);
+          tile_gemm<T>(band, hs, seers, 1, P + c * Tn + c, 1, Tn, dO + c * ld_dO, ld_dO, beta,
+                       dV + c * W, W);
+          tile_gemm<T>(band, hs, seers, 1, dS + c * Tn + c, 1, Tn, Q + c * W, W, beta, dK + c * W,
+                       W);
         }
       }
     }

@@ -46,24 +46,6 @@ void rows_baseline(const float* W, int64_t begin, int64_t end, int64_t in, const
 
 }  // namespace
 
-bool cpu_runs(VectorIsa isa) {
-#if defined(__x86_64__)
-  switch (isa) {
-    case VectorIsa::kAvx512: return __builtin_cpu_supports("avx512f");
-    case VectorIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case VectorIsa::kBaseline: return true;
-  }
-#endif
-  return isa == VectorIsa::kBaseline;
-}
-
-VectorIsa widest_vector_isa() {
-  static const VectorIsa widest = cpu_runs(VectorIsa::kAvx512) ? VectorIsa::kAvx512
-                                  : cpu_runs(VectorIsa::kAvx2) ? VectorIsa::kAvx2
-                                                               : VectorIsa::kBaseline;
-  return widest;
-}
-
 void matrix_vector(const float* W, int64_t out, int64_t in, const float* x, const float* bias,
                    float* y, std::optional<VectorIsa> isa) {
   if (isa && !cpu_runs(*isa)) {

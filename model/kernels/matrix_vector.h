@@ -4,19 +4,15 @@
 // single-threaded sgemv reaches half of it on some machines (an AVX-512 EPYC read 8 GB/s
 // where a plain vectorised loop read 18 GB/s; docs/MEASUREMENTS.md), so this is a loop of
 // dot products over W's rows, compiled for AVX-512, AVX2 and baseline x86-64 and chosen at
-// run time from the CPU's flags, the rows split over LibTorch's intra-op threads. A test
-// may ask for each build by name, so one machine checks every one its CPU can run.
+// run time from the CPU's flags (vector_isa.h), the rows split over LibTorch's intra-op
+// threads.
 
 #include <cstdint>
 #include <optional>
 
+#include "model/kernels/vector_isa.h"
+
 namespace tinylm {
-
-enum class VectorIsa { kAvx512, kAvx2, kBaseline };
-
-// Whether this CPU runs the build for `isa`; the widest one it runs.
-bool cpu_runs(VectorIsa isa);
-VectorIsa widest_vector_isa();
 
 // W row-major (out, in); bias may be null. y must not alias x. `isa`: the build to use (it
 // must be one cpu_runs); by default the widest.

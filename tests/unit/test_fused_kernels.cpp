@@ -16,6 +16,7 @@
 #include "model/kernels/matrix_vector.h"
 #include "model/kernels/rms_norm.h"
 #include "model/kernels/swiglu.h"
+#include "model/kernels/tile_gemm.h"
 #include "model/norm.h"
 #include "model/rope.h"
 #include "small_model.h"
@@ -116,17 +117,23 @@ const Kernel kRmsOperators = [](const Inputs& in) {
   return in[0] * torch::rsqrt(in[0].square().mean(-1, true) + 1e-5) * in[1];
 };
 
-TEST(FusedKernels, MatrixVectorEqualsAFloat64Product) {
-  // Odd sizes (vector tails), with and without a bias, on one thread and split over two
-  // (a grain that gives each thread a part of the rows), for each build this CPU can run.
+// The builds of a hand-vectorised kernel this CPU runs, widest first; said in the output, so
+// that a run on a narrower CPU shows what it did not check.
+std::vector<VectorIsa> builds_this_cpu_runs(const char* kernel) {
   std::vector<VectorIsa> builds;
   for (const VectorIsa isa : {VectorIsa::kAvx512, VectorIsa::kAvx2, VectorIsa::kBaseline}) {
     if (cpu_runs(isa)) builds.push_back(isa);
   }
+  std::printf("%s: %zu of 3 builds checked on this CPU\n", kernel, builds.size());
+  return builds;
+}
+
+TEST(FusedKernels, MatrixVectorEqualsAFloat64Product) {
+  // Odd sizes (vector tails), with and without a bias, on one thread and split over two
+  // (a grain that gives each thread a part of the rows), for each build this CPU can run.
+  const auto builds = builds_this_cpu_runs("matrix_vector");
   ASSERT_EQ(builds.back(), VectorIsa::kBaseline);
   EXPECT_EQ(builds.front(), widest_vector_isa());
-  // Said in the output, so a run on a narrower CPU shows what it did not check.
-  std::printf("matrix_vector: %zu of 3 builds checked on this CPU\n", builds.size());
   for (const VectorIsa isa : builds) {
     auto rng = at::make_generator<at::CPUGeneratorImpl>(5);
     for (const auto& [out, in] :
@@ -155,6 +162,66 @@ TEST(FusedKernels, MatrixVectorEqualsAFloat64Product) {
       }
     }
   }
+}
+
+TEST(FusedKernels, TileGemmEqualsAFloat64Product) {
+  // Every row remainder (m mod 4) and column width (blocks of 16, then 8, 4, 2, 1), A as
+  // stored and transposed, strided operands, beta 0 (C must not be read: it holds NaN), 1 and
+  // a fraction, in each build this CPU runs. Bound: a k-term float sum's rounding,
+  // (k + 2) eps sum |alpha a b| + |beta c| (Higham's gamma_k, with the scaling and the add).
+  const auto builds = builds_this_cpu_runs("tile_gemm");
+  const double eps = std::numeric_limits<float>::epsilon();
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(11);
+  int checked = 0;
+  for (const VectorIsa isa : builds) {
+    for (const int m : {1, 2, 3, 4, 7, 32}) {
+      for (const int n : {1, 3, 8, 15, 24, 64, 67}) {
+        for (const int k : {1, 24, 64}) {
+          for (const bool transposed : {false, true}) {
+            for (const float beta : {0.0f, 1.0f, 0.25f}) {
+              const float alpha = 0.5f;
+              // A stored (m, k + 3) or (k, m + 3), B (k, n + 5), C (m, n + 2): strided.
+              const torch::Tensor A =
+                  transposed ? torch::randn({k, m + 3}, rng) : torch::randn({m, k + 3}, rng);
+              const torch::Tensor B = torch::randn({k, n + 5}, rng);
+              const torch::Tensor C0 = torch::randn({m, n + 2}, rng);
+              torch::Tensor C = beta == 0 ? torch::full({m, n + 2}, NAN) : C0.clone();
+              const torch::Tensor op_a = transposed ? A.narrow(1, 0, m).t() : A.narrow(1, 0, k);
+              const int64_t lda = A.size(1);
+              tile_gemm<float>(m, n, k, alpha, A.data_ptr<float>(), transposed ? 1 : lda,
+                               transposed ? lda : 1, B.data_ptr<float>(), B.size(1), beta,
+                               C.data_ptr<float>(), C.size(1), isa);
+              const torch::Tensor a64 = op_a.to(torch::kFloat64),
+                                  b64 = B.narrow(1, 0, n).to(torch::kFloat64),
+                                  c64 = C0.narrow(1, 0, n).to(torch::kFloat64);
+              const torch::Tensor want = alpha * a64.matmul(b64) + beta * c64;
+              const torch::Tensor bound =
+                  (k + 2) * eps * (alpha * a64.abs().matmul(b64.abs()) + beta * c64.abs());
+              const torch::Tensor got = C.narrow(1, 0, n).to(torch::kFloat64);
+              EXPECT_TRUE(((got - want).abs() <= bound).all().item<bool>())
+                  << m << "x" << n << "x" << k << (transposed ? " A^T" : "") << " beta " << beta
+                  << ", build " << static_cast<int>(isa) << ": max error "
+                  << (got - want).abs().max().item<double>();
+              // The columns past n are C's own, untouched.
+              if (beta != 0) {
+                EXPECT_TRUE(C.narrow(1, n, 2).equal(C0.narrow(1, n, 2)));
+              }
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, static_cast<int>(builds.size()) * 6 * 7 * 3 * 2 * 3);
+}
+
+TEST(FusedKernels, TransposeIntoIsTheTranspose) {
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(12);
+  const torch::Tensor B = torch::randn({5, 9}, rng);  // (5, 7) used, row stride 9
+  torch::Tensor out = torch::empty({7, 5});
+  transpose_into(B.data_ptr<float>(), 9, 5, 7, out.data_ptr<float>());
+  EXPECT_TRUE(out.equal(B.narrow(1, 0, 7).t()));
 }
 
 TEST(FusedKernels, RmsNormEqualsOperatorsInValueAndGradient) {

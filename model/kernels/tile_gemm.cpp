@@ -1,0 +1,136 @@
+#include "model/kernels/tile_gemm.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace tinylm {
+namespace {
+
+#define TINYLM_INLINE inline __attribute__((always_inline))
+
+template <class T>
+struct Operands {
+  int k;
+  T alpha;
+  const T* a;
+  int64_t a_row, a_col;
+  const T* b;
+  int64_t ldb;
+  T beta;
+  T* c;
+  int64_t ldc;
+};
+
+// Rows of C at a time, and the widest block of columns: Rows x Cols accumulators stay in
+// registers (4 x 16 floats: 4 AVX-512 or 8 AVX2 registers, leaving room for B's row).
+constexpr int kRows = 4;
+constexpr int kCols = 16;
+
+// C's block (Rows, Cols) at (i, j): one GCC vector of Cols elements per row, which the
+// compiler lowers to the registers of the clone it is inlined into (one AVX-512 register for
+// 16 floats, two AVX2 ones). B's row is loaded once per p and multiplied by each row's
+// element of A.
+template <int Rows, int Cols, class T>
+TINYLM_INLINE void block(const Operands<T>& o, int i, int j) {
+  typedef T Vec __attribute__((vector_size(Cols * sizeof(T))));
+  Vec acc[Rows] = {};
+  const T* a = o.a + i * o.a_row;
+  const T* b = o.b + j;
+  for (int p = 0; p < o.k; ++p) {
+    Vec bp;
+    std::memcpy(&bp, b + p * o.ldb, sizeof bp);
+    for (int r = 0; r < Rows; ++r) acc[r] += a[r * o.a_row + p * o.a_col] * bp;
+  }
+  T* c = o.c + i * o.ldc + j;
+  for (int r = 0; r < Rows; ++r) {
+    Vec out = o.alpha * acc[r];
+    if (o.beta != T(0)) {
+      Vec old;
+      std::memcpy(&old, c + r * o.ldc, sizeof old);
+      out += o.beta * old;
+    }
+    std::memcpy(c + r * o.ldc, &out, sizeof out);
+  }
+}
+
+// One block of columns `Cols` wide down all of C's rows: kRows at a time, then the rest.
+template <int Cols, class T>
+TINYLM_INLINE void column_block(const Operands<T>& o, int m, int j) {
+  int i = 0;
+  for (; i + kRows <= m; i += kRows) block<kRows, Cols>(o, i, j);
+  switch (m - i) {
+    case 3: block<3, Cols>(o, i, j); break;
+    case 2: block<2, Cols>(o, i, j); break;
+    case 1: block<1, Cols>(o, i, j); break;
+    default: break;
+  }
+}
+
+// C's columns in blocks of kCols, the rest in halving widths (24 = 16 + 8), so that every
+// block has a width known to the compiler. Inlined into each build below.
+template <class T>
+TINYLM_INLINE void all_columns(const Operands<T>& o, int m, int n) {
+  int j = 0;
+  for (; j + kCols <= n; j += kCols) column_block<kCols>(o, m, j);
+  for (int width = kCols / 2; width >= 1; width /= 2) {
+    if (j + width > n) continue;
+    switch (width) {
+      case 8: column_block<8>(o, m, j); break;
+      case 4: column_block<4>(o, m, j); break;
+      case 2: column_block<2>(o, m, j); break;
+      default: column_block<1>(o, m, j); break;
+    }
+    j += width;
+  }
+}
+
+#if defined(__x86_64__)
+template <class T>
+__attribute__((target("avx512f"))) void columns_avx512(const Operands<T>& o, int m, int n) {
+  all_columns(o, m, n);
+}
+
+template <class T>
+__attribute__((target("avx2,fma"))) void columns_avx2(const Operands<T>& o, int m, int n) {
+  all_columns(o, m, n);
+}
+#endif
+
+template <class T>
+void columns_baseline(const Operands<T>& o, int m, int n) {
+  all_columns(o, m, n);
+}
+
+}  // namespace
+
+template <class T>
+void tile_gemm(int m, int n, int k, T alpha, const T* a, int64_t a_row, int64_t a_col, const T* b,
+               int64_t ldb, T beta, T* c, int64_t ldc, std::optional<VectorIsa> isa) {
+  if (isa && !cpu_runs(*isa))
+    throw std::invalid_argument("tile_gemm: this CPU cannot run that build");
+  const Operands<T> o{k, alpha, a, a_row, a_col, b, ldb, beta, c, ldc};
+  switch (isa.value_or(widest_vector_isa())) {
+#if defined(__x86_64__)
+    case VectorIsa::kAvx512: return columns_avx512(o, m, n);
+    case VectorIsa::kAvx2: return columns_avx2(o, m, n);
+#endif
+    default: return columns_baseline(o, m, n);
+  }
+}
+
+template <class T>
+void transpose_into(const T* b, int64_t ld, int rows, int cols, T* out) {
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) out[j * rows + i] = b[i * ld + j];
+  }
+}
+
+template void tile_gemm<float>(int, int, int, float, const float*, int64_t, int64_t, const float*,
+                               int64_t, float, float*, int64_t, std::optional<VectorIsa>);
+template void tile_gemm<double>(int, int, int, double, const double*, int64_t, int64_t,
+                                const double*, int64_t, double, double*, int64_t,
+                                std::optional<VectorIsa>);
+template void transpose_into<float>(const float*, int64_t, int, int, float*);
+template void transpose_into<double>(const double*, int64_t, int, int, double*);
+
+}  // namespace tinylm

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <numeric>
 #include <set>
 #include <string>
 
@@ -133,37 +135,38 @@ bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps) {
 
 namespace {
 
+// The dtype a batch of matrices (count, rows, cols) iterates in, asked for `dtype`. LibTorch
+// 1.13 hands a bfloat16 product to oneDNN only past 16 x 16 x 16 multiply-adds, counting
+// the batch; a smaller one takes its own GEMM, which sums in bfloat16 (a 16-wide matrix alone
+// came out 0.09 from float64 instead of 0.016). At that size float32 is free.
+torch::ScalarType iteration_dtype(const torch::Tensor& batch, torch::ScalarType dtype) {
+  const int64_t side = std::min(batch.size(-2), batch.size(-1));
+  if (dtype == torch::kBFloat16 && batch.is_cpu() &&
+      (!bfloat16_products_sum_in_float32() || side * side * side <= 16 * 16 * 16))
+    return torch::kFloat32;
+  return dtype;
+}
+
 // A batch (count, n, m) ready for the iteration: n <= m, in the dtype it iterates in, each
-// matrix scaled to norm 1; and what turns the result back into the caller's shape.
+// matrix scaled to norm 1; and whether the caller's matrices are (m, n), x their transposes.
 struct Prepared {
   torch::Tensor x;
-  bool tall;    // the caller's matrices are (m, n): x holds their transposes
-  bool single;  // the caller passed one matrix, not a batch
+  bool tall;
 };
 
 Prepared prepare(const torch::Tensor& g, torch::ScalarType dtype) {
-  TORCH_CHECK(g.dim() == 2 || g.dim() == 3,
-              "newton_schulz: expected a matrix or a batch of matrices, got ", g.sizes());
-  // LibTorch 1.13 hands a bfloat16 product to oneDNN only past 16 x 16 x 16 multiply-adds,
-  // counting the batch; a smaller one takes its own GEMM, which sums in bfloat16 (a 16-wide
-  // matrix alone came out 0.09 from float64 instead of 0.016). At that size float32 is free.
-  const int64_t side = std::min(g.size(-2), g.size(-1));
-  if (dtype == torch::kBFloat16 && g.is_cpu() &&
-      (!bfloat16_products_sum_in_float32() || side * side * side <= 16 * 16 * 16))
-    dtype = torch::kFloat32;
-  Prepared p{g.dim() == 2 ? g.unsqueeze(0) : g, g.size(-2) > g.size(-1), g.dim() == 2};
+  Prepared p{g, g.size(-2) > g.size(-1)};
   // X X^T is then the smaller Gram matrix; a contiguous X makes its first product 2x faster.
   if (p.tall) p.x = p.x.transpose(-2, -1);
-  p.x = p.x.to(dtype).contiguous();
+  p.x = p.x.to(iteration_dtype(g, dtype)).contiguous();
   // Each matrix's singular values <= 1: inside the iteration's basin.
   p.x = p.x / (p.x.norm(2, {-2, -1}, /*keepdim=*/true) + 1e-7);
   return p;
 }
 
 torch::Tensor finish(const Prepared& p) {
-  torch::Tensor x = p.tall ? p.x.transpose(-2, -1) : p.x;
-  x = x.to(torch::kFloat32).contiguous();
-  return p.single ? x.squeeze(0) : x;
+  const torch::Tensor x = p.tall ? p.x.transpose(-2, -1) : p.x;
+  return x.to(torch::kFloat32).contiguous();
 }
 
 // The matrices of several batches dealt to the threads: longest first to the thread with the
@@ -176,13 +179,13 @@ struct Share {
   size_t batch;
   int64_t begin, count;
 };
-std::vector<std::vector<Share>> deal(const std::vector<torch::Tensor>& xs,
+std::vector<std::vector<Share>> deal(const std::vector<int64_t>& counts,
                                      const std::vector<double>& cost, int threads) {
   std::vector<size_t> order;  // one entry a matrix: its batch, longest first
-  for (size_t b = 0; b < xs.size(); ++b) order.insert(order.end(), xs[b].size(0), b);
+  for (size_t b = 0; b < counts.size(); ++b) order.insert(order.end(), counts[b], b);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return cost[a] > cost[b]; });
-  std::vector<std::vector<int64_t>> taken(threads, std::vector<int64_t>(xs.size(), 0));
+  std::vector<std::vector<int64_t>> taken(threads, std::vector<int64_t>(counts.size(), 0));
   std::vector<double> load(threads, 0.0);
   for (const size_t b : order) {
     const auto least = std::min_element(load.begin(), load.end()) - load.begin();
@@ -190,9 +193,9 @@ std::vector<std::vector<Share>> deal(const std::vector<torch::Tensor>& xs,
     load[least] += cost[b];
   }
   std::vector<std::vector<Share>> shares(threads);
-  std::vector<int64_t> next(xs.size(), 0);
+  std::vector<int64_t> next(counts.size(), 0);
   for (int t = 0; t < threads; ++t)
-    for (size_t b = 0; b < xs.size(); ++b)
+    for (size_t b = 0; b < counts.size(); ++b)
       if (taken[t][b] > 0) {
         shares[t].push_back({b, next[b], taken[t][b]});
         next[b] += taken[t][b];
@@ -209,76 +212,103 @@ void on_each_thread(const std::vector<std::vector<Share>>& shares, const Run& ru
   });
 }
 
-// Float32 matrices of several batches, each iterated on one thread by BLAS (the cheaper of
-// the two iterations above), in place.
-void iterate_float32_on_threads(const std::vector<torch::Tensor>& xs, int steps) {
-  std::vector<bool> through_gram;
-  std::vector<double> cost;
-  for (const torch::Tensor& x : xs) {
-    const double n = static_cast<double>(x.size(1)), m = static_cast<double>(x.size(2));
-    through_gram.push_back(newton_schulz_through_gram(x.size(1), x.size(2), steps));
-    cost.push_back(through_gram.back() ? gram_multiply_adds(n, m, steps)
-                                       : direct_multiply_adds(n, m, steps));
+// A prepared batch iterated in place. Float32 on a thread of its own: a matrix at a time,
+// BLAS on one thread, the cheaper of the two iterations above; otherwise (bfloat16, or
+// float32 split over the threads) batched products, each matrix in one call (oneDNN's
+// bfloat16 calls cost more in overhead than in arithmetic at these sizes).
+void iterate_prepared(torch::Tensor& x, int steps, bool own_thread) {
+  if (!(own_thread && x.is_cpu() && x.scalar_type() == torch::kFloat32)) {
+    x = iterate(x, steps);
+    return;
   }
-  on_each_thread(deal(xs, cost, at::get_num_threads()), [&](const Share& share) {
-    for (int64_t i = share.begin; i < share.begin + share.count; ++i)
-      through_gram[share.batch] ? iterate_through_gram(xs[share.batch][i], steps)
-                                : iterate_directly(xs[share.batch][i], steps);
-  });
+  const bool through_gram = newton_schulz_through_gram(x.size(1), x.size(2), steps);
+  for (int64_t i = 0; i < x.size(0); ++i)
+    through_gram ? iterate_through_gram(x[i], steps) : iterate_directly(x[i], steps);
 }
 
-// Batches in another dtype (bfloat16), dealt the same way, each thread's share of a batch
-// as one batched product (oneDNN's bfloat16 calls cost more in overhead than in arithmetic
-// at these sizes, so a thread's matrices of a shape stay together), in place.
-void iterate_batches_on_threads(const std::vector<torch::Tensor>& xs, int steps) {
-  std::vector<double> cost;  // iterate's multiply-adds: X X^T, A A and B X
-  for (const torch::Tensor& x : xs) {
-    const double n = static_cast<double>(x.size(1)), m = static_cast<double>(x.size(2));
-    cost.push_back(steps * (2 * n * n * m + n * n * n));
-  }
-  on_each_thread(deal(xs, cost, at::get_num_threads()), [&](const Share& share) {
-    torch::Tensor x = xs[share.batch].narrow(0, share.begin, share.count);
-    x.copy_(iterate(x, steps));
-  });
+// One matrix's multiply-adds in the iteration it takes on its own thread.
+double cost_on_own_thread(const torch::Tensor& batch, torch::ScalarType dtype, int steps) {
+  const double n = static_cast<double>(std::min(batch.size(1), batch.size(2)));
+  const double m = static_cast<double>(std::max(batch.size(1), batch.size(2)));
+  if (iteration_dtype(batch, dtype) != torch::kFloat32)
+    return steps * (2 * n * n * m + n * n * n);  // X X^T, A A and B X
+  return newton_schulz_through_gram(batch.size(1), batch.size(2), steps)
+             ? gram_multiply_adds(n, m, steps)
+             : direct_multiply_adds(n, m, steps);
 }
 
-}  // namespace
+// The Newton-Schulz of matrices [begin, begin + count) of batch `batch`: input(share) reads
+// them (count, rows, cols), output(share, o) takes their orthogonal factors o (float32, the
+// same shape), both on the thread that iterates them, so that what comes before and after
+// the iteration (Muon's momentum and its update) runs on the threads too.
+using ShareInput = std::function<torch::Tensor(const Share&)>;
+using ShareOutput = std::function<void(const Share&, const torch::Tensor&)>;
 
-std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batches,
-                                         torch::ScalarType dtype, int steps) {
-  torch::NoGradGuard no_grad;
-  std::vector<Prepared> prepared;
+void newton_schulz_shares(const std::vector<torch::Tensor>& batches, torch::ScalarType dtype,
+                          int steps, const ShareInput& input, const ShareOutput& output) {
+  const auto run = [&](const Share& share, bool own_thread) {
+    torch::NoGradGuard no_grad;  // grad mode is the thread's own
+    Prepared p = prepare(input(share), dtype);
+    iterate_prepared(p.x, steps, own_thread);
+    output(share, finish(p));
+  };
   bool cpu = true;
-  for (const torch::Tensor& g : batches) {
-    prepared.push_back(prepare(g, dtype));
-    cpu = cpu && g.is_cpu();
-  }
+  for (const torch::Tensor& g : batches) cpu = cpu && g.is_cpu();
   // On the CPU, a thread per matrix: splitting each of these small products over the
   // threads cost more than it gained (the optimizer's time per step fell 1.6x in float32,
   // OpenBLAS, and 1.2x in bfloat16, oneDNN, on 2 threads). With fewer matrices than threads
   // that would leave threads idle, so each product is split over them instead.
   const int threads = at::get_num_threads();
-  const auto on_threads = [&](int64_t count) { return cpu && count > 1 && count >= threads; };
   // Float32 and bfloat16 dealt apart: a multiply-add costs each its own time.
   for (const bool float32 : {true, false}) {
-    std::vector<Prepared*> group;
-    std::vector<torch::Tensor> xs;
-    int64_t matrices = 0;
-    for (Prepared& p : prepared)
-      if ((p.x.scalar_type() == torch::kFloat32) == float32) {
-        group.push_back(&p);
-        xs.push_back(p.x);
-        matrices += p.x.size(0);
+    std::vector<size_t> group;  // the batches iterating in this dtype
+    std::vector<int64_t> counts;
+    std::vector<double> cost;
+    for (size_t b = 0; b < batches.size(); ++b)
+      if ((iteration_dtype(batches[b], dtype) == torch::kFloat32) == float32) {
+        group.push_back(b);
+        counts.push_back(batches[b].size(0));
+        cost.push_back(cost_on_own_thread(batches[b], dtype, steps));
       }
-    if (!on_threads(matrices))
-      for (Prepared* p : group) p->x = iterate(p->x, steps);
-    else if (float32)
-      iterate_float32_on_threads(xs, steps);
-    else
-      iterate_batches_on_threads(xs, steps);
+    const int64_t matrices = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    if (!(cpu && matrices > 1 && matrices >= threads)) {
+      for (size_t i = 0; i < group.size(); ++i) run({group[i], 0, counts[i]}, false);
+      continue;
+    }
+    on_each_thread(deal(counts, cost, threads), [&](const Share& share) {
+      run({group[share.batch], share.begin, share.count}, true);
+    });
   }
+}
+
+// Each batch as (count, rows, cols): a lone matrix as a batch of one.
+std::vector<torch::Tensor> as_batches(const std::vector<torch::Tensor>& matrices) {
   std::vector<torch::Tensor> out;
-  for (const Prepared& p : prepared) out.push_back(finish(p));
+  for (const torch::Tensor& g : matrices) {
+    TORCH_CHECK(g.dim() == 2 || g.dim() == 3,
+                "newton_schulz: expected a matrix or a batch of matrices, got ", g.sizes());
+    out.push_back(g.dim() == 2 ? g.unsqueeze(0) : g);
+  }
+  return out;
+}
+
+torch::Tensor rows_of(const torch::Tensor& batch, const Share& share) {
+  return batch.narrow(0, share.begin, share.count);
+}
+
+}  // namespace
+
+std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& matrices,
+                                         torch::ScalarType dtype, int steps) {
+  torch::NoGradGuard no_grad;
+  const std::vector<torch::Tensor> batches = as_batches(matrices);
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& g : batches) out.push_back(torch::empty_like(g, torch::kFloat32));
+  newton_schulz_shares(
+      batches, dtype, steps, [&](const Share& s) { return rows_of(batches[s.batch], s); },
+      [&](const Share& s, const torch::Tensor& o) { rows_of(out[s.batch], s).copy_(o); });
+  for (size_t b = 0; b < out.size(); ++b)
+    if (matrices[b].dim() == 2) out[b] = out[b].squeeze(0);
   return out;
 }
 
@@ -289,18 +319,28 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
 void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
                  torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> nesterov;
+  std::vector<torch::Tensor> params, grads, momenta;
+  std::vector<double> step;  // -lr, scaled for the matrices' shape
   for (const MuonMatrices& b : batches) {
-    b.momentum.mul_(mu).add_(b.grad);
-    nesterov.push_back(b.grad.add(b.momentum, mu));
+    params.push_back(as_batches({b.param})[0]);
+    grads.push_back(as_batches({b.grad})[0]);
+    momenta.push_back(as_batches({b.momentum})[0]);
+    const double rows = static_cast<double>(b.param.size(-2));
+    const double cols = static_cast<double>(b.param.size(-1));
+    step.push_back(-lr * std::sqrt(std::max(1.0, rows / cols)));
   }
-  const std::vector<torch::Tensor> updates = newton_schulz(nesterov, dtype);
-  for (size_t i = 0; i < batches.size(); ++i) {
-    const torch::Tensor& param = batches[i].param;
-    const double shape_scale = std::sqrt(
-        std::max(1.0, static_cast<double>(param.size(-2)) / static_cast<double>(param.size(-1))));
-    param.add_(updates[i], -lr * shape_scale);
-  }
+  // Each share's momentum, Nesterov blend and update on the thread that iterates it.
+  newton_schulz_shares(
+      grads, dtype, kNewtonSchulzSteps,
+      [&](const Share& s) {
+        const torch::Tensor g = rows_of(grads[s.batch], s);
+        const torch::Tensor momentum = rows_of(momenta[s.batch], s);
+        momentum.mul_(mu).add_(g);
+        return g.add(momentum, mu);
+      },
+      [&](const Share& s, const torch::Tensor& o) {
+        rows_of(params[s.batch], s).add_(o, step[s.batch]);
+      });
 }
 
 }  // namespace tinylm

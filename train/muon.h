@@ -62,7 +62,10 @@ struct MuonMatrices {
 };
 
 // One Muon step on each batch: momentum updated in place, the update subtracted from param.
-// The batches' Newton-Schulz iterations run together (newton_schulz of several batches).
+// The batches' Newton-Schulz iterations run together (newton_schulz of several batches), and
+// on the CPU each thread also blends the momentum of the matrices it iterates and applies
+// their update: done before and after the iteration on the whole batches, those small
+// operators left the other threads idle for a quarter of the optimizer's time.
 void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
                  torch::ScalarType dtype);
 

@@ -26,9 +26,10 @@ __attribute__((always_inline)) inline void rows_times(const float* W, int64_t be
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) void rows_avx512(const float* W, int64_t begin, int64_t end,
-                                                    int64_t in, const float* x, const float* bias,
-                                                    float* y) {
+__attribute__((target("avx512f,avx512vl,fma"))) void rows_avx512(const float* W, int64_t begin,
+                                                                 int64_t end, int64_t in,
+                                                                 const float* x, const float* bias,
+                                                                 float* y) {
   rows_times(W, begin, end, in, x, bias, y);
 }
 

@@ -86,7 +86,8 @@ TINYLM_INLINE void all_columns(const Operands<T>& o, int m, int n) {
 
 #if defined(__x86_64__)
 template <class T>
-__attribute__((target("avx512f"))) void columns_avx512(const Operands<T>& o, int m, int n) {
+__attribute__((target("avx512f,avx512vl,fma"))) void columns_avx512(const Operands<T>& o, int m,
+                                                                    int n) {
   all_columns(o, m, n);
 }
 

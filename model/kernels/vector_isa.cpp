@@ -5,7 +5,9 @@ namespace tinylm {
 bool cpu_runs(VectorIsa isa) {
 #if defined(__x86_64__)
   switch (isa) {
-    case VectorIsa::kAvx512: return __builtin_cpu_supports("avx512f");
+    case VectorIsa::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("fma");
     case VectorIsa::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case VectorIsa::kBaseline: return true;
   }

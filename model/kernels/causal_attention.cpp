@@ -107,8 +107,8 @@ TINYLM_CPU_CLONES void softmax_backward_rows(const T* P, T* dP, int64_t Tn, T sc
 // The T x T tile is cut into bands of this many rows; band r's rows only see the columns
 // before its end, so the products skip most of the masked half: at T = 64 they do 5/8 of
 // the full tile's work, at T = 256 17/32. Narrow bands are cheap since the products are
-// tile_gemm's, not a BLAS call each: the attention's operator time fell 9-13% from 32-row
-// bands (8-row bands were no faster).
+// tile_gemm's, not a BLAS call each: attention's operator time fell 8-13% from 32-row bands
+// in two of three alternating rounds (8-row bands were no faster; docs/MEASUREMENTS.md).
 inline constexpr int kBandRows = 16;
 
 template <class T, class In, class Out>

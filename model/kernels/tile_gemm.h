@@ -2,9 +2,10 @@
 // The products inside causal attention's (T, T) tiles, in registers: C (m, n) = alpha A B +
 // beta C for m, n, k of a head's width and a sequence's length (24 x 64 x 32 in the default
 // recipe). OpenBLAS's sgemm packs both operands and checks its threads on every call, which
-// at these sizes cost more than the multiply-adds: attention's 800 calls a step took 2.3 ms
-// a thread (docs/MEASUREMENTS.md, round ten). Here a block of C's rows stays in registers
-// while k runs, reading A one element at a time and B a row at a time, as they lie.
+// at these sizes costs more than the multiply-adds: attention's 860 calls a thread a step
+// were 9.7% of a training run's samples, these products 5.1% (docs/MEASUREMENTS.md, round
+// ten). Here a block of C's rows stays in registers while k runs, reading A one element at a
+// time and B a row at a time, as they lie.
 
 #include <cstdint>
 #include <optional>

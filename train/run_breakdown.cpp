@@ -42,8 +42,17 @@ std::optional<double> kernel_seconds_since_start() {
 }  // namespace
 
 double RunBreakdown::since_process_start() {
-  if (const auto kernel = kernel_seconds_since_start(); kernel && *kernel >= 0) return *kernel;
-  return std::chrono::duration<double>(Clock::now() - process_start).count();
+  // The kernel's start time is read once and the steady clock goes on from it: /proc/uptime
+  // counts in clock ticks (10 ms), so two readings of it put up to 20 ms between a run's
+  // start-up and its wall time that no part had, and "other" came out below zero.
+  static const Clock::time_point start = [] {
+    const Clock::time_point now = Clock::now();
+    const auto kernel = kernel_seconds_since_start();
+    if (!kernel || *kernel < 0) return process_start;
+    return now -
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*kernel));
+  }();
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 std::vector<std::pair<std::string, double>> RunBreakdown::parts(double wall) const {

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "train/run_breakdown.h"
 
 namespace tinylm {
@@ -30,6 +33,21 @@ TEST(RunBreakdown, SaysEachPartAndTheRestAsShares) {
   EXPECT_EQ(parts.back().first, "other");
   EXPECT_NEAR(parts.back().second, 0.2, 1e-12);
   EXPECT_GT(RunBreakdown::since_process_start(), 0.0);
+}
+
+TEST(RunBreakdown, TimeSinceTheStartAdvancesWithTheSteadyClock) {
+  // Two readings differ by what the steady clock measured between them, not by the kernel's
+  // 10 ms ticks: a run's start-up, parts and wall then add up, with "other" never below zero.
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < 3; ++i) {
+    const auto before = Clock::now();
+    const double first = RunBreakdown::since_process_start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    const double second = RunBreakdown::since_process_start();
+    const double elapsed = std::chrono::duration<double>(Clock::now() - before).count();
+    EXPECT_GE(second - first, 0.025);
+    EXPECT_LE(second - first, elapsed);
+  }
 }
 
 }  // namespace

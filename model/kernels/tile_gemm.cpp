@@ -27,7 +27,7 @@ constexpr int kRows = 4;
 constexpr int kCols = 16;
 
 // C's block (Rows, Cols) at (i, j): one GCC vector of Cols elements per row, which the
-// compiler lowers to the registers of the clone it is inlined into (one AVX-512 register for
+// compiler lowers to the registers of the build it is inlined into (one AVX-512 register for
 // 16 floats, two AVX2 ones). B's row is loaded once per p and multiplied by each row's
 // element of A.
 template <int Rows, int Cols, class T>

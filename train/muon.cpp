@@ -281,15 +281,11 @@ void newton_schulz_shares(const std::vector<torch::Tensor>& batches, torch::Scal
   }
 }
 
-// Each batch as (count, rows, cols): a lone matrix as a batch of one.
-std::vector<torch::Tensor> as_batches(const std::vector<torch::Tensor>& matrices) {
-  std::vector<torch::Tensor> out;
-  for (const torch::Tensor& g : matrices) {
-    TORCH_CHECK(g.dim() == 2 || g.dim() == 3,
-                "newton_schulz: expected a matrix or a batch of matrices, got ", g.sizes());
-    out.push_back(g.dim() == 2 ? g.unsqueeze(0) : g);
-  }
-  return out;
+// A batch as (count, rows, cols): a lone matrix as a batch of one.
+torch::Tensor as_batch(const torch::Tensor& g) {
+  TORCH_CHECK(g.dim() == 2 || g.dim() == 3,
+              "newton_schulz: expected a matrix or a batch of matrices, got ", g.sizes());
+  return g.dim() == 2 ? g.unsqueeze(0) : g;
 }
 
 torch::Tensor rows_of(const torch::Tensor& batch, const Share& share) {
@@ -301,9 +297,11 @@ torch::Tensor rows_of(const torch::Tensor& batch, const Share& share) {
 std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& matrices,
                                          torch::ScalarType dtype, int steps) {
   torch::NoGradGuard no_grad;
-  const std::vector<torch::Tensor> batches = as_batches(matrices);
-  std::vector<torch::Tensor> out;
-  for (const torch::Tensor& g : batches) out.push_back(torch::empty_like(g, torch::kFloat32));
+  std::vector<torch::Tensor> batches, out;
+  for (const torch::Tensor& g : matrices) {
+    batches.push_back(as_batch(g));
+    out.push_back(torch::empty_like(batches.back(), torch::kFloat32));
+  }
   newton_schulz_shares(
       batches, dtype, steps, [&](const Share& s) { return rows_of(batches[s.batch], s); },
       [&](const Share& s, const torch::Tensor& o) { rows_of(out[s.batch], s).copy_(o); });
@@ -322,9 +320,9 @@ void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
   std::vector<torch::Tensor> params, grads, momenta;
   std::vector<double> step;  // -lr, scaled for the matrices' shape
   for (const MuonMatrices& b : batches) {
-    params.push_back(as_batches({b.param})[0]);
-    grads.push_back(as_batches({b.grad})[0]);
-    momenta.push_back(as_batches({b.momentum})[0]);
+    params.push_back(as_batch(b.param));
+    grads.push_back(as_batch(b.grad));
+    momenta.push_back(as_batch(b.momentum));
     const double rows = static_cast<double>(b.param.size(-2));
     const double cols = static_cast<double>(b.param.size(-1));
     step.push_back(-lr * std::sqrt(std::max(1.0, rows / cols)));

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/bfloat16_linear.h"
+
 namespace tinylm {
 
 LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias) {
@@ -14,6 +16,7 @@ LinearImpl::LinearImpl(int64_t in_features, int64_t out_features, bool with_bias
 }
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+  if (bfloat16_linear_takes(x, weight)) return bfloat16_linear(x, weight, bias);
   const bool one_row = x.numel() == x.size(-1) && x.numel() > 0 && !torch::GradMode::is_enabled() &&
                        x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
                        weight.scalar_type() == torch::kFloat32;

@@ -22,6 +22,7 @@ packages=(
   libxxhash-dev   # checksums of checkpoints (XXH3)
   libcpp-httplib-dev   # the live lab's HTTP (tinylm serve)
   libgoogle-perftools-dev   # tcmalloc, the binary's malloc (CMakeLists.txt)
+  libdnnl-dev   # oneDNN's API, for the bfloat16 linears (model/ops/onednn_matmul.h)
 )
 if [[ $what == all ]]; then
   packages+=(

@@ -1,0 +1,75 @@
+#include "model/bfloat16_linear.h"
+
+#include <ATen/record_function.h>
+
+#include "model/autocast_state.h"
+#include "model/ops/onednn_matmul.h"
+
+namespace tinylm {
+namespace {
+
+torch::Tensor as_bfloat16(const torch::Tensor& t) {
+  return t.to(torch::kBFloat16).contiguous();
+}
+
+class BFloat16Linear : public torch::autograd::Function<BFloat16Linear> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight,
+                               const c10::optional<torch::Tensor>& bias) {
+    RECORD_USER_SCOPE("tinylm::matmul");  // a profiler's category (train/step_profile.h)
+    const int64_t in = weight.size(1), out = weight.size(0);
+    const torch::Tensor rows = as_bfloat16(x).view({-1, in});  // (M, in)
+    const torch::Tensor w = as_bfloat16(weight);                // (out, in)
+    torch::Tensor y = torch::empty({rows.size(0), out}, rows.options());
+    onednn_matmul(rows, w.t(), bias ? bias->contiguous() : torch::Tensor(), y);
+    ctx->save_for_backward({rows, w});
+    ctx->saved_data["has_bias"] = bias.has_value();
+    ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape.back() = out;
+    return y.view(shape);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& rows = saved[0];  // (M, in) bfloat16
+    const torch::Tensor& w = saved[1];     // (out, in) bfloat16
+    const int64_t in = w.size(1), out = w.size(0);
+    const torch::Tensor dy = as_bfloat16(grads[0]).view({-1, out});  // (M, out)
+    torch::Tensor dx, dw, db;
+    if (ctx->needs_input_grad(0)) {
+      dx = torch::empty({rows.size(0), in}, dy.options());
+      onednn_matmul(dy, w, torch::Tensor(), dx);
+      std::vector<int64_t> shape = grads[0].sizes().vec();
+      shape.back() = in;
+      const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
+      dx = dx.view(shape).to(x_dtype);
+    }
+    if (ctx->needs_input_grad(1)) {
+      dw = torch::empty({out, in}, dy.options().dtype(torch::kFloat32));
+      onednn_matmul(dy.t(), rows, torch::Tensor(), dw);
+    }
+    // An absent bias is no input of the node: needs_input_grad counts inputs, not arguments.
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0, /*keepdim=*/false, torch::kFloat32);
+    return {dx, dw, db};
+  }
+};
+
+}  // namespace
+
+bool bfloat16_linear_takes(const torch::Tensor& x, const torch::Tensor& weight) {
+  const bool x_float = x.scalar_type() == torch::kFloat32 || x.scalar_type() == torch::kBFloat16;
+  return x.is_cpu() && x_float && weight.is_cpu() && weight.scalar_type() == torch::kFloat32 &&
+         weight.dim() == 2 && cpu_autocast_to_bfloat16() && onednn_bfloat16_runs();
+}
+
+torch::Tensor bfloat16_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias) {
+  // An undefined tensor is no autograd input; an empty optional is no input at all.
+  return BFloat16Linear::apply(x, weight,
+                               bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt);
+}
+
+}  // namespace tinylm

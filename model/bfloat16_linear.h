@@ -1,0 +1,25 @@
+#pragma once
+// y = x W^T + b in bfloat16, as one autograd node with oneDNN's products (model/ops/
+// onednn_matmul.h). Under LibTorch's bfloat16 autocast a linear is four nodes: the casts of
+// x and W to bfloat16, addmm, and on the way back the cast of W's bfloat16 gradient to
+// float32, each a dispatch, an allocation and a pass. Here the forward casts W (and x, when
+// it comes in float32), makes the one product with the bias added in its pass, and the
+// backward makes two: dx in bfloat16, as autocast's, and dW summed in float32 and written in
+// float32, one rounding where autocast's took two (bfloat16, then the cast). The bias's
+// gradient is a float32 sum of dy's rows. Values: the same products as autocast's to
+// bfloat16 rounding, which tests/unit/test_bfloat16_linear.cpp holds against float64.
+
+#include <torch/torch.h>
+
+namespace tinylm {
+
+// Whether a linear of x with `weight` takes this path: CPU autocast to bfloat16 is on, the
+// weight is a float32 CPU matrix, and oneDNN runs bfloat16 natively on this CPU.
+bool bfloat16_linear_takes(const torch::Tensor& x, const torch::Tensor& weight);
+
+// x (..., in) float32 or bfloat16, weight (out, in) float32, bias (out) float32 or
+// undefined -> (..., out) bfloat16. Differentiable in all three.
+torch::Tensor bfloat16_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                              const torch::Tensor& bias);
+
+}  // namespace tinylm

@@ -1,0 +1,28 @@
+#pragma once
+// bfloat16 matrix products through oneDNN's own API, each shape's primitive made once per
+// thread and kept. LibTorch 1.13 reaches the same oneDNN kernels through ideep, but wraps
+// every call in tensor and descriptor bookkeeping: 9-19 us a call beyond the arithmetic at
+// the default model's shapes (docs/MEASUREMENTS.md), more than the product itself for the
+// smaller ones, and a training step makes dozens of them per thread. Built only where
+// libdnnl-dev was found (TINYLM_WITH_ONEDNN); the callers keep LibTorch's path otherwise.
+
+#include <torch/torch.h>
+
+namespace tinylm {
+
+// Whether this build has oneDNN's API.
+bool onednn_matmul_built();
+
+// Whether oneDNN runs bfloat16 products on this CPU, with a kernel of its own rather than a
+// reference loop. oneDNN 2.6 has them from AVX-512 (avx512_core) on, and none at all on an
+// AVX2-only CPU. The fused bfloat16 linear (model/bfloat16_linear.h) asks this. Asked once.
+bool onednn_bfloat16_runs();
+
+// out (M, N) = a (M, K) b (K, N) [+ bias (N)] [+ out, when `accumulate`]: a and b bfloat16
+// matrices of any strides (a transpose is a view), bias float32 or undefined, out a
+// contiguous bfloat16 or float32 matrix. The products sum in float32; out is rounded once.
+// Runs on the calling thread's OpenMP team (one thread inside a replica's region).
+void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& bias,
+                   torch::Tensor& out, bool accumulate = false);
+
+}  // namespace tinylm

@@ -1,0 +1,184 @@
+// oneDNN's bfloat16 products (model/ops/onednn_matmul.h) and the fused bfloat16 linear on
+// them (model/bfloat16_linear.h), against float64 products of the same bfloat16 values. The
+// bounds come from the arithmetic: a float32 sum of k products is off by at most
+// (k + 2) eps32 times the sum of their magnitudes (Higham, with the bias and the accumulated
+// output as two more terms), and a bfloat16 output adds one rounding, 2^-8 of its value.
+// They run wherever oneDNN runs bfloat16 (AVX-512 on; emulated without AVX512-BF16). On an
+// AVX2-only CPU oneDNN 2.6 has no bfloat16 product at all: there they skip and say why, and
+// the linears take autocast's path (LinearTakesIt... holds the choice everywhere).
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "model/bfloat16_linear.h"
+#include "model/linear.h"
+#include "model/ops/onednn_matmul.h"
+#include "train/autocast.h"
+
+namespace tinylm {
+namespace {
+
+constexpr double kEps32 = std::numeric_limits<float>::epsilon();
+constexpr double kBfloat16Rounding = 1.0 / 256.0;  // half of bfloat16's epsilon, 2^-7
+
+#define SKIP_WITHOUT_ONEDNN()                                                                \
+  if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)"; \
+  if (!onednn_bfloat16_runs()) GTEST_SKIP() << "oneDNN has no bfloat16 product on this CPU"
+
+torch::Tensor bfloat16_values(torch::IntArrayRef shape) {
+  return torch::randn(shape).to(torch::kBFloat16);
+}
+
+// Every |ours - exact| within its bound; the bound is a tensor of exact's shape.
+void expect_within(const torch::Tensor& ours, const torch::Tensor& exact,
+                   const torch::Tensor& bound, const std::string& what) {
+  const torch::Tensor excess = (ours.to(torch::kFloat64) - exact).abs() - bound;
+  EXPECT_LE(excess.max().item<double>(), 0.0)
+      << what << ": worst error beyond its bound by " << excess.max().item<double>();
+}
+
+// The bound of a float32 sum of k products whose magnitudes sum to `magnitude`, rounded to
+// bfloat16 when `bfloat16_out`.
+torch::Tensor bound_of(const torch::Tensor& exact, const torch::Tensor& magnitude, int64_t k,
+                       bool bfloat16_out) {
+  torch::Tensor bound = (k + 2) * kEps32 * magnitude;
+  if (bfloat16_out) bound = bound + kBfloat16Rounding * (exact.abs() + bound);
+  return bound;
+}
+
+TEST(OnednnMatmul, EqualsAFloat64ProductOfItsBfloat16Inputs) {
+  SKIP_WITHOUT_ONEDNN();
+  torch::manual_seed(11);
+  for (const bool a_transposed : {false, true})
+    for (const bool b_transposed : {false, true})
+      for (const bool f32_out : {false, true})
+        for (const bool with_bias : {false, true})
+          for (const bool accumulate : {false, true}) {
+            const int64_t m = 37, k = 70, n = 19;
+            const torch::Tensor a = a_transposed ? bfloat16_values({k, m}).t() : bfloat16_values({m, k});
+            const torch::Tensor b = b_transposed ? bfloat16_values({n, k}).t() : bfloat16_values({k, n});
+            const torch::Tensor bias = with_bias ? torch::randn({n}) : torch::Tensor();
+            const auto out_type = f32_out ? torch::kFloat32 : torch::kBFloat16;
+            torch::Tensor out = torch::randn({m, n}).to(out_type);
+            const torch::Tensor before = out.to(torch::kFloat64);
+            onednn_matmul(a, b, bias, out, accumulate);
+            const torch::Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+            torch::Tensor exact = torch::mm(a64, b64);
+            torch::Tensor magnitude = torch::mm(a64.abs(), b64.abs());
+            if (with_bias) {
+              exact = exact + bias.to(torch::kFloat64);
+              magnitude = magnitude + bias.to(torch::kFloat64).abs();
+            }
+            if (accumulate) {
+              exact = exact + before;
+              magnitude = magnitude + before.abs();
+            }
+            const std::string what = "a^T " + std::to_string(a_transposed) + ", b^T " +
+                                     std::to_string(b_transposed) + ", f32 out " +
+                                     std::to_string(f32_out) + ", bias " +
+                                     std::to_string(with_bias) + ", accumulate " +
+                                     std::to_string(accumulate);
+            EXPECT_EQ(out.scalar_type(), out_type) << what;
+            expect_within(out, exact, bound_of(exact, magnitude, k, !f32_out), what);
+          }
+}
+
+TEST(OnednnMatmul, RefusesWhatItCannotDo) {
+  SKIP_WITHOUT_ONEDNN();
+  torch::Tensor out = torch::empty({2, 3});
+  const torch::Tensor a = bfloat16_values({2, 4}), b = bfloat16_values({4, 3});
+  EXPECT_THROW(onednn_matmul(a.to(torch::kFloat32), b, {}, out), c10::Error);  // float32 a
+  EXPECT_THROW(onednn_matmul(a, bfloat16_values({5, 3}), {}, out), c10::Error);  // k differs
+  torch::Tensor strided = torch::empty({3, 2}).t();
+  EXPECT_THROW(onednn_matmul(a, b, {}, strided), c10::Error);  // out not contiguous
+  EXPECT_THROW(onednn_matmul(a, b, torch::randn({4}), out), c10::Error);  // bias of 4
+}
+
+// y = x W^T + b and the gradients of sum(y * g), each against float64 of the bfloat16 values
+// the layer multiplies: x and W rounded to bfloat16, and g as the bfloat16 y's gradient is.
+TEST(BFloat16Linear, ValuesAndGradientsEqualFloat64OfTheRoundedOperands) {
+  SKIP_WITHOUT_ONEDNN();
+  torch::manual_seed(5);
+  const int64_t in = 48, out = 29;
+  for (const bool x_bfloat16 : {false, true})
+    for (const bool with_bias : {false, true}) {
+      torch::Tensor x = torch::randn({3, 7, in});
+      if (x_bfloat16) x = x.to(torch::kBFloat16);
+      x.requires_grad_(true);
+      const torch::Tensor weight = torch::randn({out, in}, torch::requires_grad());
+      const torch::Tensor bias = with_bias ? torch::randn({out}, torch::requires_grad()) : torch::Tensor();
+      const torch::Tensor y = bfloat16_linear(x, weight, bias);
+      ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 7, out}));
+      EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
+      const torch::Tensor g = torch::randn({3, 7, out}).to(torch::kBFloat16);
+      std::vector<torch::Tensor> inputs{x, weight};
+      if (with_bias) inputs.push_back(bias);
+      const auto grads = torch::autograd::grad({y}, inputs, {g});
+
+      const auto rounded = [](const torch::Tensor& t) {
+        return t.detach().to(torch::kBFloat16).to(torch::kFloat64);
+      };
+      const torch::Tensor x64 = rounded(x).view({-1, in}), w64 = rounded(weight);
+      const torch::Tensor g64 = g.to(torch::kFloat64).view({-1, out});
+      const std::string what = std::string("x ") + (x_bfloat16 ? "bfloat16" : "float32") +
+                               (with_bias ? ", bias" : ", no bias");
+
+      torch::Tensor exact = torch::mm(x64, w64.t()), magnitude = torch::mm(x64.abs(), w64.abs().t());
+      if (with_bias) {
+        exact = exact + bias.detach().to(torch::kFloat64);
+        magnitude = magnitude + bias.detach().to(torch::kFloat64).abs();
+      }
+      expect_within(y.view({-1, out}), exact, bound_of(exact, magnitude, in, true), what + ": y");
+
+      // dx in bfloat16 (autocast's dtype), handed back in x's dtype.
+      EXPECT_EQ(grads[0].scalar_type(), x.scalar_type()) << what;
+      const torch::Tensor dx = torch::mm(g64, w64);
+      expect_within(grads[0].view({-1, in}), dx,
+                    bound_of(dx, torch::mm(g64.abs(), w64.abs()), out, true), what + ": dx");
+      // dW summed and written in float32: no bfloat16 rounding.
+      EXPECT_EQ(grads[1].scalar_type(), torch::kFloat32) << what;
+      const int64_t rows = x64.size(0);
+      const torch::Tensor dw = torch::mm(g64.t(), x64);
+      expect_within(grads[1], dw, bound_of(dw, torch::mm(g64.abs().t(), x64.abs()), rows, false),
+                    what + ": dW");
+      if (with_bias) {
+        EXPECT_EQ(grads[2].scalar_type(), torch::kFloat32) << what;
+        const torch::Tensor db = g64.sum(0);
+        expect_within(grads[2], db, bound_of(db, g64.abs().sum(0), rows, false), what + ": db");
+      }
+    }
+}
+
+// A parameter's gradient accumulates over backward passes, as any linear's does.
+TEST(BFloat16Linear, GradientsAccumulateAcrossBackwardPasses) {
+  SKIP_WITHOUT_ONEDNN();
+  torch::manual_seed(6);
+  const torch::Tensor x = torch::randn({8, 16});
+  const torch::Tensor weight = torch::randn({4, 16}, torch::requires_grad());
+  const torch::Tensor bias = torch::randn({4}, torch::requires_grad());
+  bfloat16_linear(x, weight, bias).to(torch::kFloat32).sum().backward();
+  const torch::Tensor once_w = weight.grad().clone(), once_b = bias.grad().clone();
+  bfloat16_linear(x, weight, bias).to(torch::kFloat32).sum().backward();
+  EXPECT_TRUE(torch::equal(weight.grad(), 2 * once_w));
+  EXPECT_TRUE(torch::equal(bias.grad(), 2 * once_b));
+}
+
+// Linear takes the path exactly where bfloat16_linear_takes says: under CPU autocast to
+// bfloat16 on a CPU where oneDNN has bfloat16 kernels; never outside autocast.
+TEST(BFloat16Linear, LinearTakesItUnderBfloat16AutocastWhereNative) {
+  torch::manual_seed(7);
+  Linear linear(16, 8, true);
+  const torch::Tensor x = torch::randn({2, 5, 16});
+  EXPECT_FALSE(bfloat16_linear_takes(x, linear->weight));
+  EXPECT_EQ(linear(x).scalar_type(), torch::kFloat32);
+  Autocast autocast(true, torch::Device(torch::kCPU));
+  EXPECT_EQ(bfloat16_linear_takes(x, linear->weight), onednn_bfloat16_runs());
+  EXPECT_FALSE(bfloat16_linear_takes(x.to(torch::kFloat64), linear->weight));
+  if (!onednn_bfloat16_runs()) return;
+  EXPECT_TRUE(torch::equal(linear(x), bfloat16_linear(x, linear->weight, linear->bias)));
+}
+
+}  // namespace
+}  // namespace tinylm

@@ -4,6 +4,8 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 
 #ifdef TINYLM_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -21,37 +23,64 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-// A product's shape, strides and options: what its primitive was made for.
-using ProductKey = std::array<int64_t, 10>;
+// A product's shapes, strides and options: what its primitive was made for. Its dims are
+// (batch, rows, cols) for every operand, a matrix being a batch of one.
+struct ProductKey {
+  std::array<int64_t, 3> a_sizes, a_strides, b_sizes, b_strides;
+  bool out_f32, has_bias;
+  float alpha, beta;
+  bool operator<(const ProductKey& o) const {
+    return std::tie(a_sizes, a_strides, b_sizes, b_strides, out_f32, has_bias, alpha, beta) <
+           std::tie(o.a_sizes, o.a_strides, o.b_sizes, o.b_strides, o.out_f32, o.has_bias,
+                    o.alpha, o.beta);
+  }
+};
 
 struct Product {
   dnnl::matmul primitive;
   memory::desc a, b, bias, out, scratchpad;
 };
 
+memory::dims dims_of(const std::array<int64_t, 3>& a) { return {a[0], a[1], a[2]}; }
+
 // The primitive for one key. The scratchpad is the caller's (user mode), so that two threads
 // may run primitives that oneDNN's own cache made from one description.
 Product make_product(const ProductKey& k) {
-  const auto [m, kk, n, a_row, a_col, b_row, b_col, out_f32, has_bias, accumulate] = k;
+  const int64_t batch = k.a_sizes[0], m = k.a_sizes[1], n = k.b_sizes[2];
   Product p;
-  p.a = memory::desc({m, kk}, memory::data_type::bf16, {a_row, a_col});
-  p.b = memory::desc({kk, n}, memory::data_type::bf16, {b_row, b_col});
-  p.out = memory::desc({m, n}, out_f32 ? memory::data_type::f32 : memory::data_type::bf16,
-                       memory::dims{n, 1});
-  if (has_bias) p.bias = memory::desc({1, n}, memory::data_type::f32, memory::dims{n, 1});
+  p.a = memory::desc(dims_of(k.a_sizes), memory::data_type::bf16, dims_of(k.a_strides));
+  p.b = memory::desc(dims_of(k.b_sizes), memory::data_type::bf16, dims_of(k.b_strides));
+  p.out = memory::desc({batch, m, n}, k.out_f32 ? memory::data_type::f32 : memory::data_type::bf16,
+                       memory::dims{m * n, n, 1});
+  if (k.has_bias) p.bias = memory::desc({1, 1, n}, memory::data_type::f32, memory::dims{n, n, 1});
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (accumulate) {
+  if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});
+  if (k.beta != 0.0f) {
     dnnl::post_ops sum;
-    sum.append_sum(1.0f);
+    sum.append_sum(k.beta);
     attr.set_post_ops(sum);
   }
-  const auto desc = has_bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.out)
-                             : dnnl::matmul::desc(p.a, p.b, p.out);
+  const auto desc = k.has_bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.out)
+                               : dnnl::matmul::desc(p.a, p.b, p.out);
   const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
   p.scratchpad = pd.scratchpad_desc();
   p.primitive = dnnl::matmul(pd);
   return p;
+}
+
+// A matrix's or a batch's sizes and strides as a batch's. A stride of a dimension of size 1 is
+// arbitrary in LibTorch; oneDNN wants it plausible, so such a dimension gets a dense one.
+void as_batch(const torch::Tensor& t, std::array<int64_t, 3>& sizes,
+              std::array<int64_t, 3>& strides) {
+  const int64_t offset = 3 - t.dim();
+  for (int64_t d = 0; d < 3; ++d) {
+    sizes[d] = d < offset ? 1 : t.size(d - offset);
+    strides[d] = d < offset ? 0 : t.stride(d - offset);
+  }
+  if (sizes[2] == 1) strides[2] = 1;
+  if (sizes[1] == 1) strides[1] = sizes[2] * strides[2];
+  if (sizes[0] == 1) strides[0] = sizes[1] * strides[1];
 }
 
 // This thread's primitives and scratchpad: no lock on the way to a product.
@@ -94,37 +123,38 @@ bool onednn_bfloat16_runs() {
 }
 
 void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& bias,
-                   torch::Tensor& out, bool accumulate) {
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && out.dim() == 2, "onednn_matmul: expected matrices");
+                   torch::Tensor& out, float alpha, float beta) {
+  TORCH_CHECK((a.dim() == 2 || a.dim() == 3) && b.dim() == a.dim() && out.dim() == a.dim(),
+              "onednn_matmul: expected matrices or batches of them, got ", a.sizes(), " x ",
+              b.sizes(), " -> ", out.sizes());
   TORCH_CHECK(a.scalar_type() == torch::kBFloat16 && b.scalar_type() == torch::kBFloat16,
               "onednn_matmul: a and b must be bfloat16");
   TORCH_CHECK(a.is_cpu() && b.is_cpu() && out.is_cpu(), "onednn_matmul: CPU tensors only");
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  TORCH_CHECK(b.size(0) == k && out.size(0) == m && out.size(1) == n,
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  TORCH_CHECK(b.size(-2) == k && out.size(-2) == m && out.size(-1) == n &&
+                  (a.dim() == 2 || (b.size(0) == a.size(0) && out.size(0) == a.size(0))),
               "onednn_matmul: shapes ", a.sizes(), " x ", b.sizes(), " -> ", out.sizes());
   TORCH_CHECK(out.is_contiguous() &&
                   (out.scalar_type() == torch::kFloat32 || out.scalar_type() == torch::kBFloat16),
-              "onednn_matmul: out must be a contiguous float32 or bfloat16 matrix");
+              "onednn_matmul: out must be contiguous float32 or bfloat16");
   const bool has_bias = bias.defined();
   TORCH_CHECK(!has_bias || (bias.scalar_type() == torch::kFloat32 && bias.is_contiguous() &&
-                            bias.numel() == n),
+                            bias.dim() == 1 && bias.numel() == n),
               "onednn_matmul: bias must be a contiguous float32 vector of ", n);
-  if (m == 0 || n == 0) return;
+  if (out.numel() == 0) return;
   if (k == 0) {  // an empty sum: oneDNN is not asked
-    if (!accumulate) out.zero_();
-    if (has_bias) out.add_(bias);
+    out.mul_(beta);
+    if (has_bias) out.add_(bias, alpha);
     return;
   }
+  ProductKey key{};
+  as_batch(a, key.a_sizes, key.a_strides);
+  as_batch(b, key.b_sizes, key.b_strides);
+  key.out_f32 = out.scalar_type() == torch::kFloat32;
+  key.has_bias = has_bias;
+  key.alpha = alpha;
+  key.beta = beta;
   ThreadProducts& thread = thread_products();
-  // A stride of a dimension of size 1 is arbitrary; oneDNN wants it plausible.
-  const auto stride = [](const torch::Tensor& t, int d) {
-    return t.size(d) == 1 ? (d == 0 ? t.size(1) : int64_t{1}) : t.stride(d);
-  };
-  const ProductKey key{m,         k,
-                       n,         stride(a, 0),
-                       stride(a, 1), stride(b, 0),
-                       stride(b, 1), out.scalar_type() == torch::kFloat32,
-                       has_bias,  accumulate};
   const Product& p = thread.get(key);
   const size_t scratch_bytes = p.scratchpad.get_size();
   if (static_cast<size_t>(thread.scratchpad.numel()) < scratch_bytes)
@@ -144,7 +174,7 @@ void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::
 bool onednn_matmul_built() { return false; }
 bool onednn_bfloat16_runs() { return false; }
 void onednn_matmul(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                   torch::Tensor&, bool) {
+                   torch::Tensor&, float, float) {
   throw std::logic_error("onednn_matmul: this build has no oneDNN API (libdnnl-dev)");
 }
 

@@ -18,11 +18,12 @@ bool onednn_matmul_built();
 // AVX2-only CPU. The fused bfloat16 linear (model/bfloat16_linear.h) asks this. Asked once.
 bool onednn_bfloat16_runs();
 
-// out (M, N) = a (M, K) b (K, N) [+ bias (N)] [+ out, when `accumulate`]: a and b bfloat16
-// matrices of any strides (a transpose is a view), bias float32 or undefined, out a
-// contiguous bfloat16 or float32 matrix. The products sum in float32; out is rounded once.
-// Runs on the calling thread's OpenMP team (one thread inside a replica's region).
+// out = alpha a b [+ alpha bias] + beta out, for matrices a (M, K), b (K, N), out (M, N), or
+// batches of them (count, M, K) and so on: a and b bfloat16 of any strides (a transpose is a
+// view), bias a float32 vector (N) or undefined, out contiguous bfloat16 or float32. The
+// products sum in float32 (oneDNN's bfloat16 kernels); out is rounded once. Runs on the
+// calling thread's OpenMP team (one thread inside a replica's region).
 void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& bias,
-                   torch::Tensor& out, bool accumulate = false);
+                   torch::Tensor& out, float alpha = 1.0f, float beta = 0.0f);
 
 }  // namespace tinylm

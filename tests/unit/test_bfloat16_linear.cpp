@@ -51,38 +51,46 @@ torch::Tensor bound_of(const torch::Tensor& exact, const torch::Tensor& magnitud
 TEST(OnednnMatmul, EqualsAFloat64ProductOfItsBfloat16Inputs) {
   SKIP_WITHOUT_ONEDNN();
   torch::manual_seed(11);
-  for (const bool a_transposed : {false, true})
-    for (const bool b_transposed : {false, true})
-      for (const bool f32_out : {false, true})
-        for (const bool with_bias : {false, true})
-          for (const bool accumulate : {false, true}) {
-            const int64_t m = 37, k = 70, n = 19;
-            const torch::Tensor a = a_transposed ? bfloat16_values({k, m}).t() : bfloat16_values({m, k});
-            const torch::Tensor b = b_transposed ? bfloat16_values({n, k}).t() : bfloat16_values({k, n});
-            const torch::Tensor bias = with_bias ? torch::randn({n}) : torch::Tensor();
-            const auto out_type = f32_out ? torch::kFloat32 : torch::kBFloat16;
-            torch::Tensor out = torch::randn({m, n}).to(out_type);
-            const torch::Tensor before = out.to(torch::kFloat64);
-            onednn_matmul(a, b, bias, out, accumulate);
-            const torch::Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
-            torch::Tensor exact = torch::mm(a64, b64);
-            torch::Tensor magnitude = torch::mm(a64.abs(), b64.abs());
-            if (with_bias) {
-              exact = exact + bias.to(torch::kFloat64);
-              magnitude = magnitude + bias.to(torch::kFloat64).abs();
+  struct Scales {
+    float alpha, beta;
+  };
+  for (const int64_t batch : {0, 3})  // 0: plain matrices
+    for (const bool a_transposed : {false, true})
+      for (const bool b_transposed : {false, true})
+        for (const bool f32_out : {false, true})
+          for (const bool with_bias : {false, true})
+            for (const Scales s : {Scales{1.0f, 0.0f}, Scales{1.0f, 1.0f}, Scales{-0.5f, 0.25f}}) {
+              const int64_t m = 37, k = 70, n = 19;
+              const auto shape = [&](int64_t rows, int64_t cols) {
+                return batch ? std::vector<int64_t>{batch, rows, cols}
+                             : std::vector<int64_t>{rows, cols};
+              };
+              const torch::Tensor a = a_transposed ? bfloat16_values(shape(k, m)).transpose(-2, -1)
+                                                   : bfloat16_values(shape(m, k));
+              const torch::Tensor b = b_transposed ? bfloat16_values(shape(n, k)).transpose(-2, -1)
+                                                   : bfloat16_values(shape(k, n));
+              const torch::Tensor bias = with_bias ? torch::randn({n}) : torch::Tensor();
+              const auto out_type = f32_out ? torch::kFloat32 : torch::kBFloat16;
+              torch::Tensor out = torch::randn(shape(m, n)).to(out_type);
+              const torch::Tensor before = out.to(torch::kFloat64);
+              onednn_matmul(a, b, bias, out, s.alpha, s.beta);
+              const torch::Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+              torch::Tensor exact = torch::matmul(a64, b64);
+              torch::Tensor magnitude = torch::matmul(a64.abs(), b64.abs());
+              if (with_bias) {
+                exact = exact + bias.to(torch::kFloat64);
+                magnitude = magnitude + bias.to(torch::kFloat64).abs();
+              }
+              exact = s.alpha * exact + s.beta * before;
+              magnitude = std::abs(s.alpha) * magnitude + std::abs(s.beta) * before.abs();
+              const std::string what =
+                  "batch " + std::to_string(batch) + ", a^T " + std::to_string(a_transposed) +
+                  ", b^T " + std::to_string(b_transposed) + ", f32 out " +
+                  std::to_string(f32_out) + ", bias " + std::to_string(with_bias) + ", alpha " +
+                  std::to_string(s.alpha) + ", beta " + std::to_string(s.beta);
+              EXPECT_EQ(out.scalar_type(), out_type) << what;
+              expect_within(out, exact, bound_of(exact, magnitude, k, !f32_out), what);
             }
-            if (accumulate) {
-              exact = exact + before;
-              magnitude = magnitude + before.abs();
-            }
-            const std::string what = "a^T " + std::to_string(a_transposed) + ", b^T " +
-                                     std::to_string(b_transposed) + ", f32 out " +
-                                     std::to_string(f32_out) + ", bias " +
-                                     std::to_string(with_bias) + ", accumulate " +
-                                     std::to_string(accumulate);
-            EXPECT_EQ(out.scalar_type(), out_type) << what;
-            expect_within(out, exact, bound_of(exact, magnitude, k, !f32_out), what);
-          }
 }
 
 TEST(OnednnMatmul, RefusesWhatItCannotDo) {

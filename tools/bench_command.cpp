@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
 #include <tuple>
@@ -25,6 +26,7 @@
 #include "data/batches.h"
 #include "model/generate.h"
 #include "model/kernels/kernel_choice.h"
+#include "model/ops/onednn_matmul.h"
 #include "tools/bench_checkpoint.h"
 #include "tools/bench_inspect.h"
 #include "tools/bench_run.h"
@@ -67,24 +69,33 @@ double median_seconds(int warmup, int repeats, F&& f, const torch::Device& devic
   return times[times.size() / 2];
 }
 
-// GFLOP/s of (m, k) @ (k, n) in `dtype`, enough calls per repeat to last ~50 ms.
+// GFLOP/s of (m, k) @ (k, n) in `dtype`, enough calls per repeat to last ~50 ms. In
+// bfloat16 on a CPU where the linears call oneDNN directly (model/ops/onednn_matmul.h), the
+// faster of that and LibTorch's mm: the rate MFU divides by is the best this machine showed.
 double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repeats,
                    const torch::Device& device) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
   const torch::Tensor a = torch::randn({m, k}, rng).to(device, dtype);
   const torch::Tensor b = torch::randn({k, n}, rng).to(device, dtype);
   const double flops = 2.0 * static_cast<double>(m * k * n);
-  const double one = median_seconds(
-      1, 1, [&] { torch::mm(a, b); }, device);
-  const int calls = std::max(1, static_cast<int>(0.05 / std::max(one, 1e-6)));
-  return flops * calls /
-         median_seconds(
-             1, repeats,
-             [&] {
-               for (int i = 0; i < calls; ++i) torch::mm(a, b);
-             },
-             device) /
-         1e9;
+  const auto rate = [&](const std::function<void()>& product) {
+    const double one = median_seconds(1, 1, product, device);
+    const int calls = std::max(1, static_cast<int>(0.05 / std::max(one, 1e-6)));
+    return flops * calls /
+           median_seconds(
+               1, repeats,
+               [&] {
+                 for (int i = 0; i < calls; ++i) product();
+               },
+               device) /
+           1e9;
+  };
+  double best = rate([&] { torch::mm(a, b); });
+  if (dtype == torch::kBFloat16 && device.is_cpu() && onednn_bfloat16_runs()) {
+    torch::Tensor out = torch::empty({m, n}, a.options());
+    best = std::max(best, rate([&] { onednn_matmul(a, b, {}, out); }));
+  }
+  return best;
 }
 
 double rss_mb(bool peak) {

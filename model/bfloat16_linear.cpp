@@ -12,6 +12,19 @@ torch::Tensor as_bfloat16(const torch::Tensor& t) {
   return t.to(torch::kBFloat16).contiguous();
 }
 
+// The bias's gradient: the rows of dy (M, N), bfloat16 and contiguous, summed in float32 in
+// row order. LibTorch's sum with a float32 dtype first copies all of dy to float32, and the
+// two took 5% of a training step's samples under perf.
+torch::Tensor sum_of_rows(const torch::Tensor& dy) {
+  const int64_t rows = dy.size(0), cols = dy.size(1);
+  torch::Tensor sum = torch::zeros({cols}, dy.options().dtype(torch::kFloat32));
+  float* out = sum.data_ptr<float>();
+  const c10::BFloat16* g = dy.data_ptr<c10::BFloat16>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[c] += static_cast<float>(g[r * cols + c]);
+  return sum;
+}
+
 class BFloat16Linear : public torch::autograd::Function<BFloat16Linear> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
@@ -52,7 +65,7 @@ class BFloat16Linear : public torch::autograd::Function<BFloat16Linear> {
       onednn_matmul(dy.t(), rows, torch::Tensor(), dw);
     }
     // An absent bias is no input of the node: needs_input_grad counts inputs, not arguments.
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = dy.sum(0, /*keepdim=*/false, torch::kFloat32);
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = sum_of_rows(dy);
     return {dx, dw, db};
   }
 };

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "model/bfloat16_linear.h"
+
 namespace tinylm {
 
 torch::Tensor sinusoidal_positions(int64_t block_size, int64_t n_embd) {
@@ -137,7 +139,10 @@ torch::Tensor GPTImpl::blocks_from(int64_t layer, torch::Tensor x, KVCache* cach
 }
 
 torch::Tensor GPTImpl::unembed(const torch::Tensor& normalized) const {
-  return torch::matmul(normalized, unembedding().t());  // (..., V)
+  const torch::Tensor& w = unembedding();  // (V, C)
+  // Under bfloat16 autocast the same product as the linears' (bfloat16_linear.h).
+  if (bfloat16_linear_takes(normalized, w)) return bfloat16_linear(normalized, w, {});
+  return torch::matmul(normalized, w.t());  // (..., V)
 }
 
 torch::Tensor GPTImpl::positions(int64_t T) const {

@@ -14,7 +14,8 @@
 namespace tinylm {
 
 // Whether a linear of x with `weight` takes this path: CPU autocast to bfloat16 is on, the
-// weight is a float32 CPU matrix, and oneDNN runs bfloat16 natively on this CPU.
+// weight is a float32 CPU matrix, and oneDNN runs bfloat16 on this CPU
+// (onednn_bfloat16_runs).
 bool bfloat16_linear_takes(const torch::Tensor& x, const torch::Tensor& weight);
 
 // x (..., in) float32 or bfloat16, weight (out, in) float32, bias (out) float32 or

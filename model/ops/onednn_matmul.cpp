@@ -108,7 +108,7 @@ void* writable(const torch::Tensor& t) { return const_cast<void*>(t.data_ptr());
 bool onednn_matmul_built() { return true; }
 
 bool onednn_bfloat16_runs() {
-  static const bool native = [] {
+  static const bool runs = [] {
     try {
       const memory::desc a({16, 32}, memory::data_type::bf16, memory::dims{32, 1});
       const memory::desc b({32, 16}, memory::data_type::bf16, memory::dims{16, 1});
@@ -119,7 +119,7 @@ bool onednn_bfloat16_runs() {
       return false;
     }
   }();
-  return native;
+  return runs;
 }
 
 void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& bias,
@@ -143,7 +143,11 @@ void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::
               "onednn_matmul: bias must be a contiguous float32 vector of ", n);
   if (out.numel() == 0) return;
   if (k == 0) {  // an empty sum: oneDNN is not asked
-    out.mul_(beta);
+    if (beta == 0.0f) {
+      out.zero_();  // never read, as oneDNN never reads it at beta 0
+    } else {
+      out.mul_(beta);
+    }
     if (has_bias) out.add_(bias, alpha);
     return;
   }

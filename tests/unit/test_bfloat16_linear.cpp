@@ -93,6 +93,19 @@ TEST(OnednnMatmul, EqualsAFloat64ProductOfItsBfloat16Inputs) {
             }
 }
 
+// K = 0: the products are an empty sum, and out is alpha bias + beta out; at beta 0 out's
+// old values (NaN here) are never read.
+TEST(OnednnMatmul, AnEmptySumLeavesTheBiasAndBetaTimesOut) {
+  SKIP_WITHOUT_ONEDNN();
+  const torch::Tensor a = bfloat16_values({3, 0}), b = bfloat16_values({0, 2});
+  const torch::Tensor bias = torch::tensor({1.0f, -2.0f});
+  torch::Tensor out = torch::full({3, 2}, std::numeric_limits<float>::quiet_NaN());
+  onednn_matmul(a, b, bias, out, 0.5f, 0.0f);
+  EXPECT_TRUE(torch::equal(out, torch::tensor({0.5f, -1.0f}).expand({3, 2})));
+  onednn_matmul(a, b, {}, out, 1.0f, 2.0f);
+  EXPECT_TRUE(torch::equal(out, torch::tensor({1.0f, -2.0f}).expand({3, 2})));
+}
+
 TEST(OnednnMatmul, RefusesWhatItCannotDo) {
   SKIP_WITHOUT_ONEDNN();
   torch::Tensor out = torch::empty({2, 3});

@@ -415,6 +415,12 @@ void apply_overrides(RunConfig& config, const std::vector<std::string>& override
     if (!k) throw unknown_key(name, " (command line)");
     const std::string where = " (command line)";
     if (std::holds_alternative<std::string>(k->get(config))) {
+      // A TOML string is UTF-8: a run's config.toml could not hold anything else, and the
+      // value's own error message quotes it (fuzz_config_overrides found such a value).
+      if (const size_t bad = find_invalid_utf8(text); bad != std::string_view::npos) {
+        throw std::invalid_argument(name + where + ": the value is not valid UTF-8 (byte " +
+                                    std::to_string(bad) + ")");
+      }
       set_key(*k, config, toml::value<std::string>(text), where);  // strings need no quotes
       continue;
     }

@@ -71,8 +71,8 @@ Product make_product(const ProductKey& k) {
 
 // A matrix's or a batch's sizes and strides as a batch's. A stride of a dimension of size 1 is
 // arbitrary in LibTorch; oneDNN wants it plausible, so such a dimension gets a dense one.
-void as_batch(const torch::Tensor& t, std::array<int64_t, 3>& sizes,
-              std::array<int64_t, 3>& strides) {
+void batch_layout(const torch::Tensor& t, std::array<int64_t, 3>& sizes,
+                  std::array<int64_t, 3>& strides) {
   const int64_t offset = 3 - t.dim();
   for (int64_t d = 0; d < 3; ++d) {
     sizes[d] = d < offset ? 1 : t.size(d - offset);
@@ -152,8 +152,8 @@ void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::
     return;
   }
   ProductKey key{};
-  as_batch(a, key.a_sizes, key.a_strides);
-  as_batch(b, key.b_sizes, key.b_strides);
+  batch_layout(a, key.a_sizes, key.a_strides);
+  batch_layout(b, key.b_sizes, key.b_strides);
   key.out_f32 = out.scalar_type() == torch::kFloat32;
   key.has_bias = has_bias;
   key.alpha = alpha;

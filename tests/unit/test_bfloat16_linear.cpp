@@ -3,7 +3,7 @@
 // bounds come from the arithmetic: a float32 sum of k products is off by at most
 // (k + 2) eps32 times the sum of their magnitudes (Higham, with the bias and the accumulated
 // output as two more terms), and a bfloat16 output adds one rounding, 2^-8 of its value.
-// They run wherever oneDNN runs bfloat16 (AVX-512 on; emulated without AVX512-BF16). On an
+// They run wherever oneDNN runs bfloat16 (oneDNN 2.6: from AVX-512 on). On an
 // AVX2-only CPU oneDNN 2.6 has no bfloat16 product at all: there they skip and say why, and
 // the linears take autocast's path (LinearTakesIt... holds the choice everywhere).
 

@@ -59,8 +59,9 @@ TEST(Muon, NewtonSchulzOfTheTransposeIsTheTranspose) {
             1e-5);
 }
 
-// Both paths a CPU may take, forced here: oneDNN's bfloat16 matmul (AVX-512), and LibTorch's
-// own, which AVX2-only CPUs get (oneDNN disabled stands in for them).
+// Both kinds of path a CPU may take, forced here: oneDNN's bfloat16 matmul (AVX-512; called
+// directly where the build has libdnnl-dev, through LibTorch otherwise), and LibTorch's own,
+// which AVX2-only CPUs get (oneDNN disabled stands in for them).
 TEST(Muon, Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath) {
   torch::manual_seed(7);
   const torch::Tensor g = torch::randn({32, 64});

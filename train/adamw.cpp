@@ -98,8 +98,6 @@ int64_t AdamW::muon_matrices() const {
 }
 
 void AdamW::muon_step(double lr) {
-  if (muon_end_ > 0)
-    params_.narrow(0, 0, muon_end_).mul_(static_cast<float>(1.0 - lr * weight_decay_));
   std::vector<MuonMatrices> batches;
   for (const MuonBatch& batch : muon_batches_) {
     std::vector<int64_t> shape{batch.count};
@@ -109,7 +107,8 @@ void AdamW::muon_step(double lr) {
     };
     batches.push_back({view(params_), view(grads_), view(exp_avg_)});
   }
-  muon_update(batches, lr * muon_lr_scale_, muon_momentum_, muon_dtype_);
+  muon_update(batches, lr * muon_lr_scale_, muon_momentum_, 1.0 - lr * weight_decay_,
+              muon_dtype_);
 }
 
 void AdamW::step(double lr) {

@@ -12,6 +12,7 @@
 
 #include "model/ops/blas.h"
 #include "model/ops/onednn_matmul.h"
+#include "train/muon_elementwise.h"
 #include "train/precision.h"
 
 namespace tinylm {
@@ -267,20 +268,20 @@ double cost_on_own_thread(const torch::Tensor& batch, torch::ScalarType dtype, i
              : direct_multiply_adds(n, m, steps);
 }
 
-// The Newton-Schulz of matrices [begin, begin + count) of batch `batch`: input(share) reads
-// them (count, rows, cols), output(share, o) takes their orthogonal factors o (float32, the
-// same shape), both on the thread that iterates them, so that what comes before and after
-// the iteration (Muon's momentum and its update) runs on the threads too.
-using ShareInput = std::function<torch::Tensor(const Share&)>;
-using ShareOutput = std::function<void(const Share&, const torch::Tensor&)>;
+// The Newton-Schulz of matrices [begin, begin + count) of batch `batch`: input(share) makes
+// their prepared iterate, output(share, p) takes it iterated, both on the thread that
+// iterates them, so that what comes before and after the iteration (Muon's momentum and its
+// update) runs on the threads too.
+using ShareInput = std::function<Prepared(const Share&)>;
+using ShareOutput = std::function<void(const Share&, const Prepared&)>;
 
 void newton_schulz_shares(const std::vector<torch::Tensor>& batches, torch::ScalarType dtype,
                           int steps, const ShareInput& input, const ShareOutput& output) {
   const auto run = [&](const Share& share, bool own_thread) {
     torch::NoGradGuard no_grad;  // grad mode is the thread's own
-    Prepared p = prepare(input(share), dtype);
+    Prepared p = input(share);
     iterate_prepared(p.x, steps, own_thread);
-    output(share, finish(p));
+    output(share, p);
   };
   bool cpu = true;
   for (const torch::Tensor& g : batches) cpu = cpu && g.is_cpu();
@@ -318,6 +319,14 @@ torch::Tensor as_batch(const torch::Tensor& g) {
   return g.dim() == 2 ? g.unsqueeze(0) : g;
 }
 
+// f(x's elements): float32 or bfloat16, the types an iterate has (iteration_dtype).
+template <class F>
+void with_iterate_type(const torch::Tensor& x, const F& f) {
+  if (x.scalar_type() == torch::kBFloat16) return f(x.data_ptr<c10::BFloat16>());
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "muon: cannot iterate in ", x.scalar_type());
+  f(x.data_ptr<float>());
+}
+
 torch::Tensor rows_of(const torch::Tensor& batch, const Share& share) {
   return batch.narrow(0, share.begin, share.count);
 }
@@ -333,8 +342,9 @@ std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& matri
     out.push_back(torch::empty_like(batches.back(), torch::kFloat32));
   }
   newton_schulz_shares(
-      batches, dtype, steps, [&](const Share& s) { return rows_of(batches[s.batch], s); },
-      [&](const Share& s, const torch::Tensor& o) { rows_of(out[s.batch], s).copy_(o); });
+      batches, dtype, steps,
+      [&](const Share& s) { return prepare(rows_of(batches[s.batch], s), dtype); },
+      [&](const Share& s, const Prepared& p) { rows_of(out[s.batch], s).copy_(finish(p)); });
   for (size_t b = 0; b < out.size(); ++b)
     if (matrices[b].dim() == 2) out[b] = out[b].squeeze(0);
   return out;
@@ -344,11 +354,12 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
   return newton_schulz(std::vector<torch::Tensor>{g}, dtype, steps)[0];
 }
 
-void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
+void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu, double decay,
                  torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> params, grads, momenta;
   std::vector<double> step;  // -lr, scaled for the matrices' shape
+  bool float32_cpu = true;
   for (const MuonMatrices& b : batches) {
     params.push_back(as_batch(b.param));
     grads.push_back(as_batch(b.grad));
@@ -356,18 +367,51 @@ void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
     const double rows = static_cast<double>(b.param.size(-2));
     const double cols = static_cast<double>(b.param.size(-1));
     step.push_back(-lr * std::sqrt(std::max(1.0, rows / cols)));
+    for (const torch::Tensor& t : {b.param, b.grad, b.momentum})
+      float32_cpu = float32_cpu && t.is_cpu() && t.scalar_type() == torch::kFloat32 &&
+                    t.is_contiguous();
   }
-  // Each share's momentum, Nesterov blend and update on the thread that iterates it.
+  // Each share's momentum, Nesterov blend and update on the thread that iterates it: on the
+  // CPU a pass each side of the iteration (train/muon_elementwise.h), elsewhere operators.
+  if (float32_cpu) {
+    newton_schulz_shares(
+        grads, dtype, kNewtonSchulzSteps,
+        [&](const Share& s) {
+          const torch::Tensor g = rows_of(grads[s.batch], s);
+          const MuonMatrixShape shape{g.size(1), g.size(2)};
+          const int64_t n = std::min(shape.rows, shape.cols), m = std::max(shape.rows, shape.cols);
+          Prepared p{torch::empty({s.count, n, m}, g.options().dtype(iteration_dtype(g, dtype))),
+                     shape.transposed()};
+          float* momentum = rows_of(momenta[s.batch], s).data_ptr<float>();
+          with_iterate_type(p.x, [&](auto* x) {
+            for (int64_t i = 0; i < s.count; ++i)
+              muon_start(g.data_ptr<float>() + i * n * m, momentum + i * n * m,
+                         static_cast<float>(mu), shape, x + i * n * m);
+          });
+          return p;
+        },
+        [&](const Share& s, const Prepared& p) {
+          float* w = rows_of(params[s.batch], s).data_ptr<float>();
+          const MuonMatrixShape shape{params[s.batch].size(1), params[s.batch].size(2)};
+          const int64_t size = shape.rows * shape.cols;
+          with_iterate_type(p.x.contiguous(), [&](const auto* x) {
+            for (int64_t i = 0; i < s.count; ++i)
+              muon_finish(x + i * size, w + i * size, static_cast<float>(decay),
+                          static_cast<float>(step[s.batch]), shape);
+          });
+        });
+    return;
+  }
   newton_schulz_shares(
       grads, dtype, kNewtonSchulzSteps,
       [&](const Share& s) {
         const torch::Tensor g = rows_of(grads[s.batch], s);
         const torch::Tensor momentum = rows_of(momenta[s.batch], s);
         momentum.mul_(mu).add_(g);
-        return g.add(momentum, mu);
+        return prepare(g.add(momentum, mu), dtype);
       },
-      [&](const Share& s, const torch::Tensor& o) {
-        rows_of(params[s.batch], s).add_(o, step[s.batch]);
+      [&](const Share& s, const Prepared& p) {
+        rows_of(params[s.batch], s).mul_(decay).add_(finish(p), step[s.batch]);
       });
 }
 

@@ -61,12 +61,13 @@ struct MuonMatrices {
   torch::Tensor param, grad, momentum;
 };
 
-// One Muon step on each batch: momentum updated in place, the update subtracted from param.
-// The batches' Newton-Schulz iterations run together (newton_schulz of several batches), and
-// on the CPU each thread also blends the momentum of the matrices it iterates and applies
-// their update: done before and after the iteration on the whole batches, those small
-// operators left the other threads idle for a quarter of the optimizer's time.
-void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
+// One Muon step on each batch: momentum updated in place, param decayed (times `decay`, 1 - lr
+// weight_decay) and the update subtracted. The batches' Newton-Schulz iterations run together
+// (newton_schulz of several batches), and on the CPU each thread also blends the momentum of
+// the matrices it iterates and applies their update: done before and after the iteration on
+// the whole batches, those small operators left the other threads idle for a quarter of the
+// optimizer's time. On the CPU in float32 each side is one pass (train/muon_elementwise.h).
+void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu, double decay,
                  torch::ScalarType dtype);
 
 }  // namespace tinylm

@@ -225,5 +225,68 @@ TEST(Muon, AStepMovesEachMatrixByItsOrthogonalisedMomentum) {
   }
 }
 
+// Two steps from zero momentum with weight decay, against Muon's formula written out with the
+// reference Newton-Schulz: M_1 = G_1, W_1 = d W_0 - s O(G_1 + mu M_1); M_2 = mu M_1 + G_2,
+// W_2 = d W_1 - s O(G_2 + mu M_2), d = 1 - lr wd, s = lr_muon sqrt(max(1, rows / cols)).
+// n_embd 32 with SwiGLU: tall (c_attn, the gate-and-up), square and wide matrices, each
+// side 32, past the width that Newton-Schulz keeps in float32, so that a bfloat16 run iterates
+// in bfloat16 where the CPU's products sum in float32. In float32 the weights are compared;
+// in bfloat16 each step's O, read back from them, to the iteration's bound
+// (Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath) plus one rounding of its start.
+void expect_two_steps_follow_the_formula(Dtype dtype) {
+  GPT model = test::random_model(test::small_config({"n_embd=32", "mlp=swiglu"}));
+  TrainConfig t;
+  t.optimizer = OptimizerKind::kMuon;
+  t.dtype = dtype;
+  t.weight_decay = 0.1;
+  t.muon_momentum = 0.9;
+  t.muon_learning_rate = 0.05;
+  t.learning_rate = 1e-3;
+  AdamW optimizer(model, t);
+  const double decay = 1.0 - t.learning_rate * t.weight_decay;
+  std::vector<std::string> names;
+  for (const auto& item : model->named_parameters())
+    if (item.value().dim() == 2 && item.key().rfind("transformer.h.", 0) == 0)
+      names.push_back(item.key());
+  ASSERT_EQ(static_cast<int64_t>(names.size()), optimizer.muon_matrices());
+  std::map<std::string, torch::Tensor> momentum;
+  torch::manual_seed(9);
+  for (int step = 0; step < 2; ++step) {
+    std::map<std::string, torch::Tensor> before, grads;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const torch::Tensor w = model->named_parameters()[names[i]];
+      before[names[i]] = w.detach().clone();
+      grads[names[i]] = torch::randn(w.sizes()) * static_cast<double>(i + 1);
+      torch::NoGradGuard no_grad;
+      w.mutable_grad().copy_(grads[names[i]]);
+    }
+    optimizer.step(t.learning_rate);
+    for (const std::string& name : names) {
+      const torch::Tensor w = model->named_parameters()[name].detach();
+      const torch::Tensor& g = grads[name];
+      momentum[name] = step == 0 ? g.clone() : 0.9 * momentum[name] + g;
+      const torch::Tensor expected = newton_schulz(g + 0.9 * momentum[name], torch::kFloat32);
+      const double scale = 0.05 * std::sqrt(std::max(
+                                      1.0, static_cast<double>(w.size(0)) / static_cast<double>(w.size(1))));
+      if (dtype == Dtype::kFloat32) {
+        // A few roundings of weights near 1 (2^-24 each), and the iteration's float32
+        // difference (float32_bound, a few 1e-6) times the step's scale.
+        EXPECT_LT(test::max_abs_diff(w, decay * before[name] - scale * expected), 1e-6)
+            << name << " at step " << step;
+        continue;
+      }
+      const torch::Tensor taken = (decay * before[name] - w) / scale;  // the step's O
+      EXPECT_LT(relative_error(taken, expected), bfloat16_bound + std::ldexp(1.0, -8))
+          << name << " at step " << step;
+    }
+  }
+}
+
+TEST(Muon, TwoStepsFollowTheFormulaInFloat32) { expect_two_steps_follow_the_formula(Dtype::kFloat32); }
+
+TEST(Muon, TwoStepsFollowTheFormulaInBfloat16) {
+  expect_two_steps_follow_the_formula(Dtype::kBfloat16);
+}
+
 }  // namespace
 }  // namespace tinylm

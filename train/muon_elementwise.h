@@ -1,0 +1,30 @@
+#pragma once
+// Muon's passes over a matrix's elements around its Newton-Schulz iteration (train/muon.h), on
+// the CPU: one before it (the momentum, Nesterov's blend, the norm and the cast into the
+// iteration's layout) and one after it (the weight decay and the update). As LibTorch
+// operators they were 9 passes and 8 tensors a matrix, a third of the optimizer's time on
+// the default model (docs/MEASUREMENTS.md).
+
+#include <c10/util/BFloat16.h>
+
+#include <cstdint>
+
+namespace tinylm {
+
+// A matrix (rows, cols) of row-major float32 buffers. Its iterate X is (n, m) with n <= m:
+// the matrix, or its transpose where rows > cols (X X^T is then the smaller Gram matrix).
+struct MuonMatrixShape {
+  int64_t rows, cols;
+  bool transposed() const { return rows > cols; }
+};
+
+// M = mu M + G in place; X = U / (|U|_F + 1e-7) for U = G + mu M, in X's layout, each element
+// rounded once to X's type (float or c10::BFloat16).
+template <class X>
+void muon_start(const float* g, float* m, float mu, MuonMatrixShape shape, X* x);
+
+// W = decay W + step O, O the iterated X read back in the matrix's layout.
+template <class X>
+void muon_finish(const X* x, float* w, float decay, float step, MuonMatrixShape shape);
+
+}  // namespace tinylm

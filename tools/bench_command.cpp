@@ -196,6 +196,9 @@ std::vector<MatmulRate> measure_matmul(const RunConfig& config, int repeats,
   return rates;
 }
 
+// Steps run unmeasured each time the training A/B switches to a variant.
+constexpr int kSettlingSteps = 2;
+
 // Whole optimizer steps on real batches.
 TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunData& data,
                                const BenchArgs& args, const torch::Device& device) {
@@ -228,6 +231,10 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
   for (int r = 0; r < args.repeats; ++r) {
     for (Variant& v : variants) {
       const ScopedKernelChoice scoped(v.kernels);
+      // The first step after a switch of variant ran 1-8 ms over the steady 10 (the other
+      // variant's tensors and primitives had filled the caches): unmeasured steps first, so
+      // that each figure is the steady state a training run sees.
+      for (int i = 0; i < kSettlingSteps; ++i) step(v.replicas);
       const double s = median_seconds(
           r == 0 ? 1 : 0, 1,
           [&] {

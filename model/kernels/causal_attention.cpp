@@ -32,25 +32,38 @@ struct Layout {
 // Rotates (sign = +1) or rotates back (sign = -1, the transpose: the gradient) the query and
 // key heads of rows [begin, end) of (B T, width) from `in` into `out`; values are copied.
 // Position of row n: n mod T. In and Out are T or bfloat16 (element_io.h): bfloat16 q, k and
-// v are widened on their way in, a bfloat16 gradient rounded once on its way out.
+// v are widened on their way in, a bfloat16 gradient rounded once on its way out. A bfloat16
+// row is rounded from a buffer in T, and the values are copied, in whole-row loops that the
+// compiler vectorises: inside the heads' half-width loops (12 elements at the default shape)
+// the rounding ran a lane or four at a time, and the copy one.
 template <class T, class In, class Out>
 TINYLM_CPU_CLONES void rotate_rows(const In* in, Out* out, const T* cos, const T* sin, Layout l,
                                    T sign, int64_t begin, int64_t end) {
+  constexpr bool direct = std::is_same_v<T, Out>;
   const int64_t half = l.hs / 2, W = l.width(), rotated = (l.n_head + l.n_kv) * l.hs;
+  std::vector<T> buffer(direct ? 0 : static_cast<size_t>(W));
   for (int64_t n = begin; n < end; ++n) {
     const T* c = cos + (n % l.T) * half;
     const T* s = sin + (n % l.T) * half;
     const In* x = in + n * W;
-    Out* y = out + n * W;
+    T* r;  // the row in T: the output itself, or the buffer it is rounded from
+    if constexpr (direct) r = out + n * W;
+    else r = buffer.data();
     for (int64_t head = 0; head < rotated; head += l.hs) {
 #pragma omp simd
       for (int64_t i = 0; i < half; ++i) {
         const T x1 = widen(x[head + i]), x2 = widen(x[head + half + i]);
-        store(y[head + i], x1 * c[i] - sign * x2 * s[i]);
-        store(y[head + half + i], x2 * c[i] + sign * x1 * s[i]);
+        r[head + i] = x1 * c[i] - sign * x2 * s[i];
+        r[head + half + i] = x2 * c[i] + sign * x1 * s[i];
       }
     }
-    for (int64_t i = rotated; i < W; ++i) store(y[i], widen(x[i]));
+#pragma omp simd
+    for (int64_t i = rotated; i < W; ++i) r[i] = widen(x[i]);
+    if constexpr (!direct) {
+      Out* y = out + n * W;
+#pragma omp simd
+      for (int64_t i = 0; i < W; ++i) store(y[i], r[i]);
+    }
   }
 }
 

@@ -107,8 +107,7 @@ void AdamW::muon_step(double lr) {
     };
     batches.push_back({view(params_), view(grads_), view(exp_avg_)});
   }
-  muon_update(batches, lr * muon_lr_scale_, muon_momentum_, 1.0 - lr * weight_decay_,
-              muon_dtype_);
+  muon_update(batches, lr * muon_lr_scale_, muon_momentum_, 1.0 - lr * weight_decay_, muon_dtype_);
 }
 
 void AdamW::step(double lr) {

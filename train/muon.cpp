@@ -53,11 +53,11 @@ torch::Tensor iterate_onednn(torch::Tensor x, int steps) {
     std::memcpy(to.data_ptr(), from.data_ptr(), from.nbytes());
   };
   for (int i = 0; i < steps; ++i) {
-    onednn_matmul(x, x.transpose(-2, -1), {}, A);                        // A = X X^T
+    onednn_matmul(x, x.transpose(-2, -1), {}, A);  // A = X X^T
     copy(A, B);
     onednn_matmul(A, A, {}, B, static_cast<float>(kC), static_cast<float>(kB));  // b A + c A A
     copy(x, next);
-    onednn_matmul(B, x, {}, next, 1.0f, static_cast<float>(kA));         // a X + B X
+    onednn_matmul(B, x, {}, next, 1.0f, static_cast<float>(kA));  // a X + B X
     std::swap(x, next);
   }
   return x;
@@ -368,8 +368,8 @@ void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu,
     const double cols = static_cast<double>(b.param.size(-1));
     step.push_back(-lr * std::sqrt(std::max(1.0, rows / cols)));
     for (const torch::Tensor& t : {b.param, b.grad, b.momentum})
-      float32_cpu = float32_cpu && t.is_cpu() && t.scalar_type() == torch::kFloat32 &&
-                    t.is_contiguous();
+      float32_cpu =
+          float32_cpu && t.is_cpu() && t.scalar_type() == torch::kFloat32 && t.is_contiguous();
   }
   // Each share's momentum, Nesterov blend and update on the thread that iterates it: on the
   // CPU a pass each side of the iteration (train/muon_elementwise.h), elsewhere operators.

@@ -2,8 +2,8 @@
 // Muon's passes over a matrix's elements around its Newton-Schulz iteration (train/muon.h), on
 // the CPU: one before it (the momentum, Nesterov's blend, the norm and the cast into the
 // iteration's layout) and one after it (the weight decay and the update). As LibTorch
-// operators they were 9 passes and 8 tensors a matrix, a third of the optimizer's time on
-// the default model (docs/MEASUREMENTS.md).
+// operators they were up to 11 passes and 8 new tensors a matrix, a third of each thread's
+// Muon time on the default model (docs/MEASUREMENTS.md, round twelve).
 
 #include <c10/util/BFloat16.h>
 

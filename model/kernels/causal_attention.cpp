@@ -47,8 +47,10 @@ TINYLM_CPU_CLONES void rotate_rows(const In* in, Out* out, const T* cos, const T
     const T* s = sin + (n % l.T) * half;
     const In* x = in + n * W;
     T* r;  // the row in T: the output itself, or the buffer it is rounded from
-    if constexpr (direct) r = out + n * W;
-    else r = buffer.data();
+    if constexpr (direct)
+      r = out + n * W;
+    else
+      r = buffer.data();
     for (int64_t head = 0; head < rotated; head += l.hs) {
 #pragma omp simd
       for (int64_t i = 0; i < half; ++i) {

@@ -266,8 +266,9 @@ void expect_two_steps_follow_the_formula(Dtype dtype) {
       const torch::Tensor& g = grads[name];
       momentum[name] = step == 0 ? g.clone() : 0.9 * momentum[name] + g;
       const torch::Tensor expected = newton_schulz(g + 0.9 * momentum[name], torch::kFloat32);
-      const double scale = 0.05 * std::sqrt(std::max(
-                                      1.0, static_cast<double>(w.size(0)) / static_cast<double>(w.size(1))));
+      const double scale =
+          0.05 *
+          std::sqrt(std::max(1.0, static_cast<double>(w.size(0)) / static_cast<double>(w.size(1))));
       if (dtype == Dtype::kFloat32) {
         // A few roundings of weights near 1 (2^-24 each), and the iteration's float32
         // difference (float32_bound, a few 1e-6) times the step's scale.
@@ -282,7 +283,9 @@ void expect_two_steps_follow_the_formula(Dtype dtype) {
   }
 }
 
-TEST(Muon, TwoStepsFollowTheFormulaInFloat32) { expect_two_steps_follow_the_formula(Dtype::kFloat32); }
+TEST(Muon, TwoStepsFollowTheFormulaInFloat32) {
+  expect_two_steps_follow_the_formula(Dtype::kFloat32);
+}
 
 TEST(Muon, TwoStepsFollowTheFormulaInBfloat16) {
   expect_two_steps_follow_the_formula(Dtype::kBfloat16);

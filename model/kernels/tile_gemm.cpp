@@ -1,5 +1,6 @@
 #include "model/kernels/tile_gemm.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -119,10 +120,17 @@ void tile_gemm(int m, int n, int k, T alpha, const T* a, int64_t a_row, int64_t 
   }
 }
 
+// A band of 16 of B's rows at a time: each write a run of 16 elements (a cache line of
+// floats), the band's rows in L1 while it is read down. Row by row, each of B's rows went to
+// `cols` cache lines a row's width apart, and the transposes of K and V took 1.5-2% of a
+// training run's samples, nearly all of it on the stores.
 template <class T>
 void transpose_into(const T* b, int64_t ld, int rows, int cols, T* out) {
-  for (int i = 0; i < rows; ++i) {
-    for (int j = 0; j < cols; ++j) out[j * rows + i] = b[i * ld + j];
+  constexpr int kBand = 16;
+  for (int i0 = 0; i0 < rows; i0 += kBand) {
+    const int band_end = std::min(rows, i0 + kBand);
+    for (int j = 0; j < cols; ++j)
+      for (int i = i0; i < band_end; ++i) out[j * rows + i] = b[i * ld + j];
   }
 }
 

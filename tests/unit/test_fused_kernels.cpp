@@ -218,10 +218,13 @@ TEST(FusedKernels, TileGemmEqualsAFloat64Product) {
 
 TEST(FusedKernels, TransposeIntoIsTheTranspose) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(12);
-  const torch::Tensor B = torch::randn({5, 9}, rng);  // (5, 7) used, row stride 9
-  torch::Tensor out = torch::empty({7, 5});
-  transpose_into(B.data_ptr<float>(), 9, 5, 7, out.data_ptr<float>());
-  EXPECT_TRUE(out.equal(B.narrow(1, 0, 7).t()));
+  // (rows, 7) used of a row stride 9; 37 rows: two whole bands of 16 and a part.
+  for (const int rows : {5, 37}) {
+    const torch::Tensor B = torch::randn({rows, 9}, rng);
+    torch::Tensor out = torch::empty({7, rows});
+    transpose_into(B.data_ptr<float>(), 9, rows, 7, out.data_ptr<float>());
+    EXPECT_TRUE(out.equal(B.narrow(1, 0, 7).t())) << rows << " rows";
+  }
 }
 
 TEST(FusedKernels, RmsNormEqualsOperatorsInValueAndGradient) {

@@ -186,7 +186,7 @@ Prepared prepare(const torch::Tensor& g, torch::ScalarType dtype) {
   if (p.tall) p.x = p.x.transpose(-2, -1);
   p.x = p.x.to(iteration_dtype(g, dtype)).contiguous();
   // Each matrix's singular values <= 1: inside the iteration's basin.
-  p.x = p.x / (p.x.norm(2, {-2, -1}, /*keepdim=*/true) + 1e-7);
+  p.x = p.x / (p.x.norm(2, {-2, -1}, /*keepdim=*/true) + kMuonNormEpsilon);
   return p;
 }
 

@@ -77,7 +77,7 @@ void muon_start(const float* g, float* m, float mu, MuonMatrixShape shape, X* x)
   for (int64_t i = 0; i < shape.rows; ++i)
     squares +=
         blend_row(g + i * shape.cols, m + i * shape.cols, mu, shape.cols, u + i * shape.cols);
-  const float scale = static_cast<float>(1.0 / (std::sqrt(squares) + 1e-7));
+  const float scale = static_cast<float>(1.0 / (std::sqrt(squares) + kMuonNormEpsilon));
   scale_into(u, scale, shape, x);
 }
 

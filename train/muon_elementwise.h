@@ -18,7 +18,11 @@ struct MuonMatrixShape {
   bool transposed() const { return rows > cols; }
 };
 
-// M = mu M + G in place; X = U / (|U|_F + 1e-7) for U = G + mu M, in X's layout, each element
+// What Newton-Schulz's start adds to |U|_F before dividing by it: a zero gradient stays zero.
+// Both starts take it, these passes' and the operators' (train/muon.cpp).
+inline constexpr double kMuonNormEpsilon = 1e-7;
+
+// M = mu M + G in place; X = U / (|U|_F + eps) for U = G + mu M, in X's layout, each element
 // rounded once to X's type (float or c10::BFloat16).
 template <class X>
 void muon_start(const float* g, float* m, float mu, MuonMatrixShape shape, X* x);

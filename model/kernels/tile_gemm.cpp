@@ -22,15 +22,11 @@ struct Operands {
   int64_t ldc;
 };
 
-// Rows of C at a time, and the widest block of columns: Rows x Cols accumulators stay in
-// registers (4 x 16 floats: 4 AVX-512 or 8 AVX2 registers, leaving room for B's row).
-constexpr int kRows = 4;
-constexpr int kCols = 16;
-
 // C's block (Rows, Cols) at (i, j): one GCC vector of Cols elements per row, which the
-// compiler lowers to the registers of the build it is inlined into (one AVX-512 register for
-// 16 floats, two AVX2 ones). B's row is loaded once per p and multiplied by each row's
-// element of A.
+// compiler lowers to the registers of the build it is inlined into (16 floats: one AVX-512
+// register, two AVX2 ones). B's row is loaded once per p and multiplied by each row's element
+// of A. Each element's sum runs over p in order whatever the block's shape, so the blocking
+// does not change a bit of the result.
 template <int Rows, int Cols, class T>
 TINYLM_INLINE void block(const Operands<T>& o, int i, int j) {
   typedef T Vec __attribute__((vector_size(Cols * sizeof(T))));
@@ -54,53 +50,64 @@ TINYLM_INLINE void block(const Operands<T>& o, int i, int j) {
   }
 }
 
-// One block of columns `Cols` wide down all of C's rows: kRows at a time, then the rest.
-template <int Cols, class T>
-TINYLM_INLINE void column_block(const Operands<T>& o, int m, int j) {
-  int i = 0;
-  for (; i + kRows <= m; i += kRows) block<kRows, Cols>(o, i, j);
-  switch (m - i) {
-    case 3: block<3, Cols>(o, i, j); break;
-    case 2: block<2, Cols>(o, i, j); break;
-    case 1: block<1, Cols>(o, i, j); break;
-    default: break;
+// The last `left` (< Rows) rows of a column block, in one block of exactly that many.
+template <int Rows, int Cols, class T>
+TINYLM_INLINE void last_rows(const Operands<T>& o, int i, int j, int left) {
+  if constexpr (Rows > 0) {
+    if (left == Rows) return block<Rows, Cols>(o, i, j);
+    last_rows<Rows - 1, Cols>(o, i, j, left);
   }
 }
 
-// C's columns in blocks of kCols, the rest in halving widths (24 = 16 + 8), so that every
-// block has a width known to the compiler. Inlined into each build below.
-template <class T>
+// One block of columns `Cols` wide down all of C's rows: Rows at a time, then the rest.
+template <int Rows, int Cols, class T>
+TINYLM_INLINE void column_block(const Operands<T>& o, int m, int j) {
+  int i = 0;
+  for (; i + Rows <= m; i += Rows) block<Rows, Cols>(o, i, j);
+  last_rows<Rows - 1, Cols>(o, i, j, m - i);
+}
+
+// C's columns in blocks of 16, the rest in halving widths (24 = 16 + 8), so that every block
+// has a width known to the compiler; Rows of them at a time. Rows x 16 accumulators stay in
+// registers, a chain of dependent multiply-adds each: there must be enough chains to keep
+// the multiply-add pipes busy while each waits on its last result. Inlined into each build.
+template <int Rows, class T>
 TINYLM_INLINE void all_columns(const Operands<T>& o, int m, int n) {
+  constexpr int kCols = 16;
   int j = 0;
-  for (; j + kCols <= n; j += kCols) column_block<kCols>(o, m, j);
+  for (; j + kCols <= n; j += kCols) column_block<Rows, kCols>(o, m, j);
   for (int width = kCols / 2; width >= 1; width /= 2) {
     if (j + width > n) continue;
     switch (width) {
-      case 8: column_block<8>(o, m, j); break;
-      case 4: column_block<4>(o, m, j); break;
-      case 2: column_block<2>(o, m, j); break;
-      default: column_block<1>(o, m, j); break;
+      case 8: column_block<Rows, 8>(o, m, j); break;
+      case 4: column_block<Rows, 4>(o, m, j); break;
+      case 2: column_block<Rows, 2>(o, m, j); break;
+      default: column_block<Rows, 1>(o, m, j); break;
     }
     j += width;
   }
 }
 
 #if defined(__x86_64__)
+// 8 rows: 8 chains in 8 of the 32 AVX-512 registers. With 4 (before) the two pipes ran half
+// idle: the products of attention's default shapes took 1.1-1.3x as long. 12 and 16 rows, and
+// 8 x 32 blocks (16 chains), were slower again (docs/MEASUREMENTS.md, round thirteen).
 template <class T>
 __attribute__((target("avx512f,avx512vl,fma"))) void columns_avx512(const Operands<T>& o, int m,
                                                                     int n) {
-  all_columns(o, m, n);
+  all_columns<8>(o, m, n);
 }
 
+// 4 rows: 8 chains (two registers a row) in 8 of the 16 AVX2 registers.
 template <class T>
 __attribute__((target("avx2,fma"))) void columns_avx2(const Operands<T>& o, int m, int n) {
-  all_columns(o, m, n);
+  all_columns<4>(o, m, n);
 }
 #endif
 
 template <class T>
 void columns_baseline(const Operands<T>& o, int m, int n) {
-  all_columns(o, m, n);
+  all_columns<4>(o, m, n);
 }
 
 }  // namespace

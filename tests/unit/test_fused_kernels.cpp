@@ -165,7 +165,8 @@ TEST(FusedKernels, MatrixVectorEqualsAFloat64Product) {
 }
 
 TEST(FusedKernels, TileGemmEqualsAFloat64Product) {
-  // Every row remainder (m mod 4) and column width (blocks of 16, then 8, 4, 2, 1), A as
+  // Every row remainder (m mod 8 in the AVX-512 build, mod 4 in the others: 13 is 8 + 5 and
+  // 4 x 3 + 1) and column width (blocks of 16, then 8, 4, 2, 1), A as
   // stored and transposed, strided operands, beta 0 (C must not be read: it holds NaN), 1 and
   // a fraction, in each build this CPU runs. Bound: a k-term float sum's rounding,
   // (k + 2) eps sum |alpha a b| + |beta c| (Higham's gamma_k, with the scaling and the add).
@@ -174,7 +175,7 @@ TEST(FusedKernels, TileGemmEqualsAFloat64Product) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(11);
   int checked = 0;
   for (const VectorIsa isa : builds) {
-    for (const int m : {1, 2, 3, 4, 7, 32}) {
+    for (const int m : {1, 2, 3, 4, 7, 13, 16, 32}) {
       for (const int n : {1, 3, 8, 15, 24, 64, 67}) {
         for (const int k : {1, 24, 64}) {
           for (const bool transposed : {false, true}) {
@@ -213,7 +214,7 @@ TEST(FusedKernels, TileGemmEqualsAFloat64Product) {
       }
     }
   }
-  EXPECT_EQ(checked, static_cast<int>(builds.size()) * 6 * 7 * 3 * 2 * 3);
+  EXPECT_EQ(checked, static_cast<int>(builds.size()) * 8 * 7 * 3 * 2 * 3);
 }
 
 TEST(FusedKernels, TransposeIntoIsTheTranspose) {

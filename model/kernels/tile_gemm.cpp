@@ -22,92 +22,103 @@ struct Operands {
   int64_t ldc;
 };
 
-// C's block (Rows, Cols) at (i, j): one GCC vector of Cols elements per row, which the
-// compiler lowers to the registers of the build it is inlined into (16 floats: one AVX-512
-// register, two AVX2 ones). B's row is loaded once per p and multiplied by each row's element
-// of A. Each element's sum runs over p in order whatever the block's shape, so the blocking
-// does not change a bit of the result.
-template <int Rows, int Cols, class T>
+// C's block (Rows, Cols) at (i, j), each of its rows in Cols / Lanes GCC vectors of Lanes
+// elements, Lanes the build's register width (Cols for a block narrower than that): a vector
+// wider than the build's registers is not split into them but goes through the stack element
+// by element, which made the AVX2 build run these products at 11-16 GFLOP/s, a tenth of the
+// AVX-512 build's. B's row is loaded once per p and multiplied by each row's element of A.
+// Each element's sum runs over p in order whatever the block's shape, so the blocking does
+// not change a bit of the result.
+template <int Rows, int Cols, int RegisterBytes, class T>
 TINYLM_INLINE void block(const Operands<T>& o, int i, int j) {
-  typedef T Vec __attribute__((vector_size(Cols * sizeof(T))));
-  Vec acc[Rows] = {};
+  constexpr int Lanes = std::min<int>(Cols, RegisterBytes / sizeof(T)), N = Cols / Lanes;
+  typedef T Vec __attribute__((vector_size(Lanes * sizeof(T))));
+  Vec acc[Rows][N] = {};
   const T* a = o.a + i * o.a_row;
   const T* b = o.b + j;
   for (int p = 0; p < o.k; ++p) {
-    Vec bp;
-    std::memcpy(&bp, b + p * o.ldb, sizeof bp);
-    for (int r = 0; r < Rows; ++r) acc[r] += a[r * o.a_row + p * o.a_col] * bp;
+    for (int v = 0; v < N; ++v) {
+      Vec bp;
+      std::memcpy(&bp, b + p * o.ldb + v * Lanes, sizeof bp);
+      for (int r = 0; r < Rows; ++r) acc[r][v] += a[r * o.a_row + p * o.a_col] * bp;
+    }
   }
   T* c = o.c + i * o.ldc + j;
   for (int r = 0; r < Rows; ++r) {
-    Vec out = o.alpha * acc[r];
-    if (o.beta != T(0)) {
-      Vec old;
-      std::memcpy(&old, c + r * o.ldc, sizeof old);
-      out += o.beta * old;
+    for (int v = 0; v < N; ++v) {
+      Vec out = o.alpha * acc[r][v];
+      if (o.beta != T(0)) {
+        Vec old;
+        std::memcpy(&old, c + r * o.ldc + v * Lanes, sizeof old);
+        out += o.beta * old;
+      }
+      std::memcpy(c + r * o.ldc + v * Lanes, &out, sizeof out);
     }
-    std::memcpy(c + r * o.ldc, &out, sizeof out);
   }
 }
 
 // The last `left` (< Rows) rows of a column block, in one block of exactly that many.
-template <int Rows, int Cols, class T>
+template <int Rows, int Cols, int RegisterBytes, class T>
 TINYLM_INLINE void last_rows(const Operands<T>& o, int i, int j, int left) {
   if constexpr (Rows > 0) {
-    if (left == Rows) return block<Rows, Cols>(o, i, j);
-    last_rows<Rows - 1, Cols>(o, i, j, left);
+    if (left == Rows) return block<Rows, Cols, RegisterBytes>(o, i, j);
+    last_rows<Rows - 1, Cols, RegisterBytes>(o, i, j, left);
   }
 }
 
 // One block of columns `Cols` wide down all of C's rows: Rows at a time, then the rest.
-template <int Rows, int Cols, class T>
+template <int Rows, int Cols, int RegisterBytes, class T>
 TINYLM_INLINE void column_block(const Operands<T>& o, int m, int j) {
   int i = 0;
-  for (; i + Rows <= m; i += Rows) block<Rows, Cols>(o, i, j);
-  last_rows<Rows - 1, Cols>(o, i, j, m - i);
+  for (; i + Rows <= m; i += Rows) block<Rows, Cols, RegisterBytes>(o, i, j);
+  last_rows<Rows - 1, Cols, RegisterBytes>(o, i, j, m - i);
 }
 
 // C's columns in blocks of 16, the rest in halving widths (24 = 16 + 8), so that every block
-// has a width known to the compiler; Rows of them at a time. Rows x 16 accumulators stay in
-// registers, a chain of dependent multiply-adds each: there must be enough chains to keep
-// the multiply-add pipes busy while each waits on its last result. Inlined into each build.
-template <int Rows, class T>
+// has a width known to the compiler; Rows of them at a time, RegisterBytes the build's
+// vector registers. Rows x 16 accumulators stay in registers, each register a chain of
+// dependent multiply-adds: there must be enough chains to keep the multiply-add pipes busy
+// while each waits on its last result, and few enough to leave registers for B's row.
+// Inlined into each build.
+template <int Rows, int RegisterBytes, class T>
 TINYLM_INLINE void all_columns(const Operands<T>& o, int m, int n) {
   constexpr int kCols = 16;
   int j = 0;
-  for (; j + kCols <= n; j += kCols) column_block<Rows, kCols>(o, m, j);
+  for (; j + kCols <= n; j += kCols) column_block<Rows, kCols, RegisterBytes>(o, m, j);
   for (int width = kCols / 2; width >= 1; width /= 2) {
     if (j + width > n) continue;
     switch (width) {
-      case 8: column_block<Rows, 8>(o, m, j); break;
-      case 4: column_block<Rows, 4>(o, m, j); break;
-      case 2: column_block<Rows, 2>(o, m, j); break;
-      default: column_block<Rows, 1>(o, m, j); break;
+      case 8: column_block<Rows, 8, RegisterBytes>(o, m, j); break;
+      case 4: column_block<Rows, 4, RegisterBytes>(o, m, j); break;
+      case 2: column_block<Rows, 2, RegisterBytes>(o, m, j); break;
+      default: column_block<Rows, 1, RegisterBytes>(o, m, j); break;
     }
     j += width;
   }
 }
 
 #if defined(__x86_64__)
-// 8 rows: 8 chains in 8 of the 32 AVX-512 registers. With 4 (before) the two pipes ran half
-// idle: the products of attention's default shapes took 1.1-1.3x as long. 12 and 16 rows, and
-// 8 x 32 blocks (16 chains), were slower again (docs/MEASUREMENTS.md, round thirteen).
+// 8 rows: 8 chains in 8 of the 32 AVX-512 registers. With 4 the two pipes ran half idle: the
+// products of attention's default shapes took 1.1-1.3x as long. 12 and 16 rows were slower
+// again (docs/MEASUREMENTS.md, round thirteen).
 template <class T>
 __attribute__((target("avx512f,avx512vl,fma"))) void columns_avx512(const Operands<T>& o, int m,
                                                                     int n) {
-  all_columns<8>(o, m, n);
+  all_columns<8, 64>(o, m, n);
 }
 
-// 4 rows: 8 chains (two registers a row) in 8 of the 16 AVX2 registers.
+// 4 rows: 8 chains (two registers a row) in 8 of the 16 AVX2 registers; 6 rows (12) were
+// slower.
 template <class T>
 __attribute__((target("avx2,fma"))) void columns_avx2(const Operands<T>& o, int m, int n) {
-  all_columns<4>(o, m, n);
+  all_columns<4, 32>(o, m, n);
 }
 #endif
 
+// 2 rows: 8 chains in 8 of the 16 SSE registers (or NEON's 32).
 template <class T>
 void columns_baseline(const Operands<T>& o, int m, int n) {
-  all_columns<4>(o, m, n);
+  all_columns<2, 16>(o, m, n);
 }
 
 }  // namespace

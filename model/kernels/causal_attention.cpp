@@ -73,31 +73,44 @@ TINYLM_CPU_CLONES void rotate_rows(const In* in, Out* out, const T* cos, const T
 // over the masked tail too, so that they have no scalar remainder (which cost half the
 // softmax's time).
 template <class T>
+constexpr int64_t kLanes = 64 / sizeof(T);  // one AVX-512 register
+
+template <class T>
 int64_t whole_vectors_to(int64_t i, int64_t Tn) {
-  constexpr int64_t kLanes = 64 / sizeof(T);  // one AVX-512 register
-  return std::min(Tn, (i + kLanes) / kLanes * kLanes);
+  return std::min(Tn, (i + kLanes<T>) / kLanes<T> * kLanes<T>);
 }
 
-// Rows [begin, end) of S (T, T) in place: row i's softmax over j <= i, zeros after.
+// Rows [begin, end) of S (T, T) in place: row i's softmax over j <= i, zeros after. No loop
+// over a row tests j <= i: with the test in them GCC split each loop at i, and the part up to
+// i, short in a row's last vector, ran scalar expf calls, as much time as the vector calls.
+// So the masked tail of the row's last vector first takes row[0]'s score (a value that
+// changes neither the max nor, once zeroed, the sum) and is zeroed after the exponentials.
+// (A very negative score instead would cost more: libmvec's expf takes a scalar path for
+// each lane that underflows.) The max is taken lane by lane in a whole vector, which GCC
+// keeps in a register: over the row's variable length it ran the scalar loop.
 template <class T>
 TINYLM_CPU_CLONES void causal_softmax_rows(T* S, int64_t Tn, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     T* row = S + i * Tn;
     const int64_t n = whole_vectors_to<T>(i, Tn);
-    T max = row[0];
-#pragma omp simd reduction(max : max)
-    for (int64_t j = 0; j < n; ++j) max = std::max(max, j <= i ? row[j] : row[0]);
+    for (int64_t j = i + 1; j < n; ++j) row[j] = row[0];
+    T lane_max[kLanes<T>];
+    for (int64_t k = 0; k < kLanes<T>; ++k) lane_max[k] = row[0];
+    for (int64_t j0 = 0; j0 + kLanes<T> <= n; j0 += kLanes<T>)
+      for (int64_t k = 0; k < kLanes<T>; ++k) lane_max[k] = std::max(lane_max[k], row[j0 + k]);
+    for (int64_t j = n / kLanes<T> * kLanes<T>; j < n; ++j)
+      lane_max[0] = std::max(lane_max[0], row[j]);
+    T max = lane_max[0];
+    for (int64_t k = 1; k < kLanes<T>; ++k) max = std::max(max, lane_max[k]);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - max);
+    for (int64_t j = i + 1; j < Tn; ++j) row[j] = 0;
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < n; ++j) {
-      const T e = std::exp(row[j] - max);
-      row[j] = j <= i ? e : T(0);
-      sum += row[j];
-    }
+    for (int64_t j = 0; j < n; ++j) sum += row[j];
     const T inv = T(1) / sum;
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) row[j] *= inv;
-    for (int64_t j = n; j < Tn; ++j) row[j] = 0;
   }
 }
 

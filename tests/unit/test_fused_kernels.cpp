@@ -165,11 +165,12 @@ TEST(FusedKernels, MatrixVectorEqualsAFloat64Product) {
 }
 
 TEST(FusedKernels, TileGemmEqualsAFloat64Product) {
-  // Every row remainder (m mod 8 in the AVX-512 build, mod 4 in the others: 13 is 8 + 5 and
-  // 4 x 3 + 1) and column width (blocks of 16, then 8, 4, 2, 1), A as
-  // stored and transposed, strided operands, beta 0 (C must not be read: it holds NaN), 1 and
-  // a fraction, in each build this CPU runs. Bound: a k-term float sum's rounding,
-  // (k + 2) eps sum |alpha a b| + |beta c| (Higham's gamma_k, with the scaling and the add).
+  // Every row remainder, taken in blocks of 4, 2 and 1 after the whole blocks of 8 (AVX-512),
+  // 4 (AVX2) or 2 (baseline): 7 = 4 + 2 + 1, 13 = 8 + 4 + 1; every column width (blocks of
+  // 16, then 8, 4, 2, 1), A as stored and transposed, strided operands, beta 0 (C must not be
+  // read: it holds NaN), 1 and a fraction, in each build this CPU runs. Bound: a k-term float
+  // sum's rounding, (k + 2) eps sum |alpha a b| + |beta c| (Higham's gamma_k, with the scaling
+  // and the add).
   const auto builds = builds_this_cpu_runs("tile_gemm");
   const double eps = std::numeric_limits<float>::epsilon();
   auto rng = at::make_generator<at::CPUGeneratorImpl>(11);

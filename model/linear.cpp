@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/bfloat16_linear.h"
+#include "model/onednn_linear.h"
 
 namespace tinylm {
 
@@ -26,6 +26,7 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
     const torch::Tensor row = x.reshape({-1});
     return (bias.defined() ? torch::addmv(bias, weight, row) : torch::mv(weight, row)).view(shape);
   }
+  if (float32_linear_takes(x, weight)) return float32_linear(x, weight, bias);
   // LibTorch 1.13 takes a linear of a 3-D input as a product and then a pass adding the
   // bias (in bfloat16, 8% of the samples of a replica's forward and backward under perf).
   if (x.dim() > 2 && bias.defined() && x.is_contiguous())

@@ -27,12 +27,12 @@ const dnnl::engine& cpu_engine() {
 // (batch, rows, cols) for every operand, a matrix being a batch of one.
 struct ProductKey {
   std::array<int64_t, 3> a_sizes, a_strides, b_sizes, b_strides;
-  bool out_f32, has_bias;
+  bool in_f32, out_f32, has_bias;
   float alpha, beta;
   bool operator<(const ProductKey& o) const {
-    return std::tie(a_sizes, a_strides, b_sizes, b_strides, out_f32, has_bias, alpha, beta) <
-           std::tie(o.a_sizes, o.a_strides, o.b_sizes, o.b_strides, o.out_f32, o.has_bias,
-                    o.alpha, o.beta);
+    return std::tie(a_sizes, a_strides, b_sizes, b_strides, in_f32, out_f32, has_bias, alpha,
+                    beta) < std::tie(o.a_sizes, o.a_strides, o.b_sizes, o.b_strides, o.in_f32,
+                                     o.out_f32, o.has_bias, o.alpha, o.beta);
   }
 };
 
@@ -48,8 +48,9 @@ memory::dims dims_of(const std::array<int64_t, 3>& a) { return {a[0], a[1], a[2]
 Product make_product(const ProductKey& k) {
   const int64_t batch = k.a_sizes[0], m = k.a_sizes[1], n = k.b_sizes[2];
   Product p;
-  p.a = memory::desc(dims_of(k.a_sizes), memory::data_type::bf16, dims_of(k.a_strides));
-  p.b = memory::desc(dims_of(k.b_sizes), memory::data_type::bf16, dims_of(k.b_strides));
+  const auto in = k.in_f32 ? memory::data_type::f32 : memory::data_type::bf16;
+  p.a = memory::desc(dims_of(k.a_sizes), in, dims_of(k.a_strides));
+  p.b = memory::desc(dims_of(k.b_sizes), in, dims_of(k.b_strides));
   p.out = memory::desc({batch, m, n}, k.out_f32 ? memory::data_type::f32 : memory::data_type::bf16,
                        memory::dims{m * n, n, 1});
   if (k.has_bias) p.bias = memory::desc({1, 1, n}, memory::data_type::f32, memory::dims{n, n, 1});
@@ -107,19 +108,31 @@ void* writable(const torch::Tensor& t) { return const_cast<void*>(t.data_ptr());
 
 bool onednn_matmul_built() { return true; }
 
+// The name of the kernel oneDNN picks for a small product of `type` on this CPU ("ref..." for
+// its reference loop), or "" where it has none.
+std::string kernel_for(memory::data_type type) {
+  try {
+    const memory::desc a({16, 32}, type, memory::dims{32, 1});
+    const memory::desc b({32, 16}, type, memory::dims{16, 1});
+    const memory::desc out({16, 16}, memory::data_type::f32, memory::dims{16, 1});
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), cpu_engine());
+    return pd.impl_info_str();
+  } catch (const dnnl::error&) {
+    return "";
+  }
+}
+
 bool onednn_bfloat16_runs() {
   static const bool runs = [] {
-    try {
-      const memory::desc a({16, 32}, memory::data_type::bf16, memory::dims{32, 1});
-      const memory::desc b({32, 16}, memory::data_type::bf16, memory::dims{16, 1});
-      const memory::desc out({16, 16}, memory::data_type::f32, memory::dims{16, 1});
-      const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, out), cpu_engine());
-      return std::string(pd.impl_info_str()).rfind("ref", 0) != 0;
-    } catch (const dnnl::error&) {
-      return false;
-    }
+    const std::string kernel = kernel_for(memory::data_type::bf16);
+    return !kernel.empty() && kernel.rfind("ref", 0) != 0;
   }();
   return runs;
+}
+
+bool onednn_float32_beats_blas() {
+  static const bool beats = kernel_for(memory::data_type::f32).rfind("brg:avx512", 0) == 0;
+  return beats;
 }
 
 void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& bias,
@@ -127,8 +140,9 @@ void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::
   TORCH_CHECK((a.dim() == 2 || a.dim() == 3) && b.dim() == a.dim() && out.dim() == a.dim(),
               "onednn_matmul: expected matrices or batches of them, got ", a.sizes(), " x ",
               b.sizes(), " -> ", out.sizes());
-  TORCH_CHECK(a.scalar_type() == torch::kBFloat16 && b.scalar_type() == torch::kBFloat16,
-              "onednn_matmul: a and b must be bfloat16");
+  const bool in_f32 = a.scalar_type() == torch::kFloat32;
+  TORCH_CHECK((a.scalar_type() == torch::kBFloat16 || in_f32) && b.scalar_type() == a.scalar_type(),
+              "onednn_matmul: a and b must be both bfloat16 or both float32");
   TORCH_CHECK(a.is_cpu() && b.is_cpu() && out.is_cpu(), "onednn_matmul: CPU tensors only");
   const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
   TORCH_CHECK(b.size(-2) == k && out.size(-2) == m && out.size(-1) == n &&
@@ -137,6 +151,8 @@ void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::
   TORCH_CHECK(out.is_contiguous() &&
                   (out.scalar_type() == torch::kFloat32 || out.scalar_type() == torch::kBFloat16),
               "onednn_matmul: out must be contiguous float32 or bfloat16");
+  TORCH_CHECK(!in_f32 || out.scalar_type() == torch::kFloat32,
+              "onednn_matmul: float32 products write float32");
   const bool has_bias = bias.defined();
   TORCH_CHECK(!has_bias || (bias.scalar_type() == torch::kFloat32 && bias.is_contiguous() &&
                             bias.dim() == 1 && bias.numel() == n),
@@ -154,6 +170,7 @@ void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::
   ProductKey key{};
   batch_layout(a, key.a_sizes, key.a_strides);
   batch_layout(b, key.b_sizes, key.b_strides);
+  key.in_f32 = in_f32;
   key.out_f32 = out.scalar_type() == torch::kFloat32;
   key.has_bias = has_bias;
   key.alpha = alpha;
@@ -177,8 +194,9 @@ void onednn_matmul(const torch::Tensor& a, const torch::Tensor& b, const torch::
 
 bool onednn_matmul_built() { return false; }
 bool onednn_bfloat16_runs() { return false; }
-void onednn_matmul(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                   torch::Tensor&, float, float) {
+bool onednn_float32_beats_blas() { return false; }
+void onednn_matmul(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, torch::Tensor&,
+                   float, float) {
   throw std::logic_error("onednn_matmul: this build has no oneDNN API (libdnnl-dev)");
 }
 

@@ -1,19 +1,21 @@
-// oneDNN's bfloat16 products (model/ops/onednn_matmul.h) and the fused bfloat16 linear on
-// them (model/bfloat16_linear.h), against float64 products of the same bfloat16 values. The
+// oneDNN's products (model/ops/onednn_matmul.h) and the linears on them (model/onednn_linear.h),
+// against float64 products of the same values (for bfloat16, of the same bfloat16 values). The
 // bounds come from the arithmetic: a float32 sum of k products is off by at most
 // (k + 2) eps32 times the sum of their magnitudes (Higham, with the bias and the accumulated
 // output as two more terms), and a bfloat16 output adds one rounding, 2^-8 of its value.
-// They run wherever oneDNN runs bfloat16 (oneDNN 2.6: from AVX-512 on). On an
+// The bfloat16 tests run wherever oneDNN runs bfloat16 (oneDNN 2.6: from AVX-512 on). On an
 // AVX2-only CPU oneDNN 2.6 has no bfloat16 product at all: there they skip and say why, and
-// the linears take autocast's path (LinearTakesIt... holds the choice everywhere).
+// the linears take autocast's path (LinearTakesIt... holds the choice everywhere). The
+// float32 tests run wherever oneDNN's API was built: every CPU has its float32 products,
+// though the linears take them only where they beat the BLAS.
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <limits>
 
-#include "model/bfloat16_linear.h"
 #include "model/linear.h"
+#include "model/onednn_linear.h"
 #include "model/ops/onednn_matmul.h"
 #include "train/autocast.h"
 
@@ -23,9 +25,12 @@ namespace {
 constexpr double kEps32 = std::numeric_limits<float>::epsilon();
 constexpr double kBfloat16Rounding = 1.0 / 256.0;  // half of bfloat16's epsilon, 2^-7
 
-#define SKIP_WITHOUT_ONEDNN()                                                                \
+#define SKIP_WITHOUT_ONEDNN()                                                               \
   if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)"; \
   if (!onednn_bfloat16_runs()) GTEST_SKIP() << "oneDNN has no bfloat16 product on this CPU"
+
+#define SKIP_WITHOUT_ONEDNN_API() \
+  if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)"
 
 torch::Tensor bfloat16_values(torch::IntArrayRef shape) {
   return torch::randn(shape).to(torch::kBFloat16);
@@ -85,12 +90,52 @@ TEST(OnednnMatmul, EqualsAFloat64ProductOfItsBfloat16Inputs) {
               magnitude = std::abs(s.alpha) * magnitude + std::abs(s.beta) * before.abs();
               const std::string what =
                   "batch " + std::to_string(batch) + ", a^T " + std::to_string(a_transposed) +
-                  ", b^T " + std::to_string(b_transposed) + ", f32 out " +
-                  std::to_string(f32_out) + ", bias " + std::to_string(with_bias) + ", alpha " +
-                  std::to_string(s.alpha) + ", beta " + std::to_string(s.beta);
+                  ", b^T " + std::to_string(b_transposed) + ", f32 out " + std::to_string(f32_out) +
+                  ", bias " + std::to_string(with_bias) + ", alpha " + std::to_string(s.alpha) +
+                  ", beta " + std::to_string(s.beta);
               EXPECT_EQ(out.scalar_type(), out_type) << what;
               expect_within(out, exact, bound_of(exact, magnitude, k, !f32_out), what);
             }
+}
+
+TEST(OnednnMatmul, EqualsAFloat64ProductOfItsFloat32Inputs) {
+  SKIP_WITHOUT_ONEDNN_API();
+  torch::manual_seed(12);
+  for (const int64_t batch : {0, 3})
+    for (const bool a_transposed : {false, true})
+      for (const bool b_transposed : {false, true})
+        for (const bool with_bias : {false, true})
+          for (const float beta : {0.0f, 0.5f}) {
+            const int64_t m = 37, k = 70, n = 19;
+            const auto shape = [&](int64_t rows, int64_t cols) {
+              return batch ? std::vector<int64_t>{batch, rows, cols}
+                           : std::vector<int64_t>{rows, cols};
+            };
+            const torch::Tensor a = a_transposed ? torch::randn(shape(k, m)).transpose(-2, -1)
+                                                 : torch::randn(shape(m, k));
+            const torch::Tensor b = b_transposed ? torch::randn(shape(n, k)).transpose(-2, -1)
+                                                 : torch::randn(shape(k, n));
+            const torch::Tensor bias = with_bias ? torch::randn({n}) : torch::Tensor();
+            torch::Tensor out = torch::randn(shape(m, n));
+            const torch::Tensor before = out.to(torch::kFloat64);
+            const float alpha = -0.75f;
+            onednn_matmul(a, b, bias, out, alpha, beta);
+            const torch::Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+            torch::Tensor exact = torch::matmul(a64, b64);
+            torch::Tensor magnitude = torch::matmul(a64.abs(), b64.abs());
+            if (with_bias) {
+              exact = exact + bias.to(torch::kFloat64);
+              magnitude = magnitude + bias.to(torch::kFloat64).abs();
+            }
+            exact = alpha * exact + beta * before;
+            magnitude = std::abs(alpha) * magnitude + beta * before.abs();
+            const std::string what = "batch " + std::to_string(batch) + ", a^T " +
+                                     std::to_string(a_transposed) + ", b^T " +
+                                     std::to_string(b_transposed) + ", bias " +
+                                     std::to_string(with_bias) + ", beta " + std::to_string(beta);
+            EXPECT_EQ(out.scalar_type(), torch::kFloat32) << what;
+            expect_within(out, exact, bound_of(exact, magnitude, k, false), what);
+          }
 }
 
 // K = 0: the products are an empty sum, and out is alpha bias + beta out; at beta 0 out's
@@ -111,9 +156,12 @@ TEST(OnednnMatmul, RefusesWhatItCannotDo) {
   torch::Tensor out = torch::empty({2, 3});
   const torch::Tensor a = bfloat16_values({2, 4}), b = bfloat16_values({4, 3});
   EXPECT_THROW(onednn_matmul(a.to(torch::kFloat32), b, {}, out), c10::Error);  // float32 a
+  torch::Tensor bfloat16_out = torch::empty({2, 3}, torch::kBFloat16);
+  EXPECT_THROW(onednn_matmul(a.to(torch::kFloat32), b.to(torch::kFloat32), {}, bfloat16_out),
+               c10::Error);  // float32 products written in bfloat16
   EXPECT_THROW(onednn_matmul(a, bfloat16_values({5, 3}), {}, out), c10::Error);  // k differs
   torch::Tensor strided = torch::empty({3, 2}).t();
-  EXPECT_THROW(onednn_matmul(a, b, {}, strided), c10::Error);  // out not contiguous
+  EXPECT_THROW(onednn_matmul(a, b, {}, strided), c10::Error);             // out not contiguous
   EXPECT_THROW(onednn_matmul(a, b, torch::randn({4}), out), c10::Error);  // bias of 4
 }
 
@@ -129,7 +177,8 @@ TEST(BFloat16Linear, ValuesAndGradientsEqualFloat64OfTheRoundedOperands) {
       if (x_bfloat16) x = x.to(torch::kBFloat16);
       x.requires_grad_(true);
       const torch::Tensor weight = torch::randn({out, in}, torch::requires_grad());
-      const torch::Tensor bias = with_bias ? torch::randn({out}, torch::requires_grad()) : torch::Tensor();
+      const torch::Tensor bias =
+          with_bias ? torch::randn({out}, torch::requires_grad()) : torch::Tensor();
       const torch::Tensor y = bfloat16_linear(x, weight, bias);
       ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 7, out}));
       EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
@@ -146,7 +195,8 @@ TEST(BFloat16Linear, ValuesAndGradientsEqualFloat64OfTheRoundedOperands) {
       const std::string what = std::string("x ") + (x_bfloat16 ? "bfloat16" : "float32") +
                                (with_bias ? ", bias" : ", no bias");
 
-      torch::Tensor exact = torch::mm(x64, w64.t()), magnitude = torch::mm(x64.abs(), w64.abs().t());
+      torch::Tensor exact = torch::mm(x64, w64.t()),
+                    magnitude = torch::mm(x64.abs(), w64.abs().t());
       if (with_bias) {
         exact = exact + bias.detach().to(torch::kFloat64);
         magnitude = magnitude + bias.detach().to(torch::kFloat64).abs();
@@ -199,6 +249,66 @@ TEST(BFloat16Linear, LinearTakesItUnderBfloat16AutocastWhereNative) {
   EXPECT_FALSE(bfloat16_linear_takes(x.to(torch::kFloat64), linear->weight));
   if (!onednn_bfloat16_runs()) return;
   EXPECT_TRUE(torch::equal(linear(x), bfloat16_linear(x, linear->weight, linear->bias)));
+}
+
+// y = x W^T + b and the gradients of sum(y * g) in float32, each against float64 of the same
+// values.
+TEST(Float32Linear, ValuesAndGradientsEqualFloat64) {
+  SKIP_WITHOUT_ONEDNN_API();
+  torch::manual_seed(8);
+  const int64_t in = 48, out = 29;
+  for (const bool with_bias : {false, true}) {
+    const torch::Tensor x = torch::randn({3, 7, in}, torch::requires_grad());
+    const torch::Tensor weight = torch::randn({out, in}, torch::requires_grad());
+    const torch::Tensor bias =
+        with_bias ? torch::randn({out}, torch::requires_grad()) : torch::Tensor();
+    const torch::Tensor y = float32_linear(x, weight, bias);
+    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 7, out}));
+    EXPECT_EQ(y.scalar_type(), torch::kFloat32);
+    const torch::Tensor g = torch::randn({3, 7, out});
+    std::vector<torch::Tensor> inputs{x, weight};
+    if (with_bias) inputs.push_back(bias);
+    const auto grads = torch::autograd::grad({y}, inputs, {g});
+
+    const torch::Tensor x64 = x.detach().to(torch::kFloat64).view({-1, in});
+    const torch::Tensor w64 = weight.detach().to(torch::kFloat64);
+    const torch::Tensor g64 = g.to(torch::kFloat64).view({-1, out});
+    const std::string what = with_bias ? "bias" : "no bias";
+    torch::Tensor exact = torch::mm(x64, w64.t()), magnitude = torch::mm(x64.abs(), w64.abs().t());
+    if (with_bias) {
+      exact = exact + bias.detach().to(torch::kFloat64);
+      magnitude = magnitude + bias.detach().to(torch::kFloat64).abs();
+    }
+    expect_within(y.view({-1, out}), exact, bound_of(exact, magnitude, in, false), what + ": y");
+    const torch::Tensor dx = torch::mm(g64, w64);
+    expect_within(grads[0].view({-1, in}), dx,
+                  bound_of(dx, torch::mm(g64.abs(), w64.abs()), out, false), what + ": dx");
+    const int64_t rows = x64.size(0);
+    const torch::Tensor dw = torch::mm(g64.t(), x64);
+    expect_within(grads[1], dw, bound_of(dw, torch::mm(g64.abs().t(), x64.abs()), rows, false),
+                  what + ": dW");
+    if (with_bias) {
+      const torch::Tensor db = g64.sum(0);
+      expect_within(grads[2], db, bound_of(db, g64.abs().sum(0), rows, false), what + ": db");
+    }
+  }
+}
+
+// Linear takes the float32 path exactly where float32_linear_takes says: float32 outside
+// autocast, more than one row, where oneDNN's float32 kernel beats the BLAS.
+TEST(Float32Linear, LinearTakesItWhereOnednnBeatsTheBlas) {
+  torch::manual_seed(9);
+  Linear linear(16, 8, true);
+  const torch::Tensor x = torch::randn({2, 5, 16});
+  EXPECT_EQ(float32_linear_takes(x, linear->weight), onednn_float32_beats_blas());
+  EXPECT_FALSE(float32_linear_takes(x.to(torch::kFloat64), linear->weight));
+  EXPECT_FALSE(float32_linear_takes(torch::randn({1, 1, 16}), linear->weight));  // one row
+  {
+    Autocast autocast(true, torch::Device(torch::kCPU));
+    EXPECT_FALSE(float32_linear_takes(x, linear->weight));
+  }
+  if (!onednn_float32_beats_blas()) return;
+  EXPECT_TRUE(torch::equal(linear(x), float32_linear(x, linear->weight, linear->bias)));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "model/bfloat16_linear.h"
+#include "model/onednn_linear.h"
 
 #include <ATen/record_function.h>
 
@@ -8,32 +8,31 @@
 namespace tinylm {
 namespace {
 
-torch::Tensor as_bfloat16(const torch::Tensor& t) {
-  return t.to(torch::kBFloat16).contiguous();
-}
-
-// The bias's gradient: the rows of dy (M, N), bfloat16 and contiguous, summed in float32 in
-// row order. LibTorch's sum with a float32 dtype first copies all of dy to float32, and the
-// two took 5% of a training step's samples under perf.
+// The rows of dy (M, N), contiguous, summed in float32 in row order: the bias's gradient.
+// LibTorch's sum with a float32 dtype first copies a bfloat16 dy to float32, and the two took
+// 5% of a training step's samples under perf.
+template <class T>
 torch::Tensor sum_of_rows(const torch::Tensor& dy) {
   const int64_t rows = dy.size(0), cols = dy.size(1);
   torch::Tensor sum = torch::zeros({cols}, dy.options().dtype(torch::kFloat32));
   float* out = sum.data_ptr<float>();
-  const c10::BFloat16* g = dy.data_ptr<c10::BFloat16>();
+  const T* g = dy.data_ptr<T>();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) out[c] += static_cast<float>(g[r * cols + c]);
   return sum;
 }
 
-class BFloat16Linear : public torch::autograd::Function<BFloat16Linear> {
+// T: c10::BFloat16 or float, the type the products read.
+template <class T>
+class OnednnLinear : public torch::autograd::Function<OnednnLinear<T>> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight,
                                const c10::optional<torch::Tensor>& bias) {
     RECORD_USER_SCOPE("tinylm::matmul");  // a profiler's category (train/step_profile.h)
     const int64_t in = weight.size(1), out = weight.size(0);
-    const torch::Tensor rows = as_bfloat16(x).view({-1, in});  // (M, in)
-    const torch::Tensor w = as_bfloat16(weight);                // (out, in)
+    const torch::Tensor rows = operand(x).view({-1, in});  // (M, in)
+    const torch::Tensor w = operand(weight);               // (out, in)
     torch::Tensor y = torch::empty({rows.size(0), out}, rows.options());
     onednn_matmul(rows, w.t(), bias ? bias->contiguous() : torch::Tensor(), y);
     ctx->save_for_backward({rows, w});
@@ -47,10 +46,10 @@ class BFloat16Linear : public torch::autograd::Function<BFloat16Linear> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor& rows = saved[0];  // (M, in) bfloat16
-    const torch::Tensor& w = saved[1];     // (out, in) bfloat16
+    const torch::Tensor& rows = saved[0];  // (M, in)
+    const torch::Tensor& w = saved[1];     // (out, in)
     const int64_t in = w.size(1), out = w.size(0);
-    const torch::Tensor dy = as_bfloat16(grads[0]).view({-1, out});  // (M, out)
+    const torch::Tensor dy = operand(grads[0]).view({-1, out});  // (M, out)
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
       dx = torch::empty({rows.size(0), in}, dy.options());
@@ -65,10 +64,21 @@ class BFloat16Linear : public torch::autograd::Function<BFloat16Linear> {
       onednn_matmul(dy.t(), rows, torch::Tensor(), dw);
     }
     // An absent bias is no input of the node: needs_input_grad counts inputs, not arguments.
-    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = sum_of_rows(dy);
+    if (ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)) db = sum_of_rows<T>(dy);
     return {dx, dw, db};
   }
+
+ private:
+  // t as the products read it: in T, contiguous (no copy when it already is).
+  static torch::Tensor operand(const torch::Tensor& t) {
+    return t.to(c10::CppTypeToScalarType<T>::value).contiguous();
+  }
 };
+
+// An undefined tensor is no autograd input; an empty optional is no input at all.
+c10::optional<torch::Tensor> optional_bias(const torch::Tensor& bias) {
+  return bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt;
+}
 
 }  // namespace
 
@@ -80,9 +90,18 @@ bool bfloat16_linear_takes(const torch::Tensor& x, const torch::Tensor& weight) 
 
 torch::Tensor bfloat16_linear(const torch::Tensor& x, const torch::Tensor& weight,
                               const torch::Tensor& bias) {
-  // An undefined tensor is no autograd input; an empty optional is no input at all.
-  return BFloat16Linear::apply(x, weight,
-                               bias.defined() ? c10::optional<torch::Tensor>(bias) : c10::nullopt);
+  return OnednnLinear<c10::BFloat16>::apply(x, weight, optional_bias(bias));
+}
+
+bool float32_linear_takes(const torch::Tensor& x, const torch::Tensor& weight) {
+  return x.is_cpu() && x.scalar_type() == torch::kFloat32 && x.dim() >= 2 &&
+         x.numel() > x.size(-1) && weight.is_cpu() && weight.scalar_type() == torch::kFloat32 &&
+         weight.dim() == 2 && !cpu_autocast_to_bfloat16() && onednn_float32_beats_blas();
+}
+
+torch::Tensor float32_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                             const torch::Tensor& bias) {
+  return OnednnLinear<float>::apply(x, weight, optional_bias(bias));
 }
 
 }  // namespace tinylm

@@ -69,9 +69,9 @@ double median_seconds(int warmup, int repeats, F&& f, const torch::Device& devic
   return times[times.size() / 2];
 }
 
-// GFLOP/s of (m, k) @ (k, n) in `dtype`, enough calls per repeat to last ~50 ms. In
-// bfloat16 on a CPU where the linears call oneDNN directly (model/ops/onednn_matmul.h), the
-// faster of that and LibTorch's mm: the rate MFU divides by is the best this machine showed.
+// GFLOP/s of (m, k) @ (k, n) in `dtype`, enough calls per repeat to last ~50 ms. Where the
+// linears call oneDNN directly in this dtype (model/onednn_linear.h), the faster of that and
+// LibTorch's mm: the rate MFU divides by is the best this machine showed.
 double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repeats,
                    const torch::Device& device) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
@@ -91,7 +91,9 @@ double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repe
            1e9;
   };
   double best = rate([&] { torch::mm(a, b); });
-  if (dtype == torch::kBFloat16 && device.is_cpu() && onednn_bfloat16_runs()) {
+  const bool onednn = (dtype == torch::kBFloat16 && onednn_bfloat16_runs()) ||
+                      (dtype == torch::kFloat32 && onednn_float32_beats_blas());
+  if (device.is_cpu() && onednn) {
     torch::Tensor out = torch::empty({m, n}, a.options());
     best = std::max(best, rate([&] { onednn_matmul(a, b, {}, out); }));
   }

@@ -50,6 +50,16 @@ TEST(StepProfile, OperatorsAreNamedIntoTheirCategories) {
   EXPECT_EQ(category_of_op("aten::mul"), "elementwise");
   EXPECT_EQ(category_of_op("aten::copy_"), "rest");
   EXPECT_EQ(category_of_op("torch::autograd::AccumulateGrad"), "rest");
+  // The fused kernels' backward nodes, by the names LibTorch gives them.
+  EXPECT_EQ(category_of_op("torch::autograd::CppNode<tinylm::(anonymous namespace)::"
+                           "OnednnLinear<float> >"),
+            "matmul");
+  EXPECT_EQ(category_of_op("torch::autograd::CppNode<tinylm::(anonymous namespace)::"
+                           "OnednnLinear<c10::BFloat16> >"),
+            "matmul");
+  EXPECT_EQ(category_of_op("torch::autograd::CppNode<tinylm::(anonymous namespace)::"
+                           "CausalAttention>"),
+            "attention");
 }
 
 TEST(StepProfile, SelfTimesPartitionTheProfiledTimeIntoEveryCategory) {

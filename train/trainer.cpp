@@ -19,6 +19,7 @@
 #include "model/analysis/head_snapshot.h"
 #include "model/analysis/induction_probe.h"
 #include "model/gpt.h"
+#include "model/ops/onednn_matmul.h"
 #include "train/blas_core.h"
 #include "train/estimate_loss.h"
 #include "train/lr_schedule.h"
@@ -323,8 +324,12 @@ Trainer::Trainer(const RunConfig& config, const TrainOptions& options)
                static_cast<double>(model_->num_parameters()) / 1e6, config_.model.n_layer,
                config_.model.n_head, config_.model.n_embd, config_.model.block_size,
                name_of(config_.model.pos_encoding));
-  spdlog::info("precision: {} matmuls ({}); {}", name_of(precision_.dtype), precision_.reason,
-               blas_core_description());
+  // The BLAS serves the float32 linears only where oneDNN's float32 kernel does not beat it.
+  const bool onednn_float32 =
+      precision_.dtype == Dtype::kFloat32 && device_.is_cpu() && onednn_float32_beats_blas();
+  spdlog::info("precision: {} matmuls ({}); {}{}", name_of(precision_.dtype), precision_.reason,
+               blas_core_description(),
+               onednn_float32 ? ", the linears on oneDNN's AVX-512 float32 kernels" : "");
   if (t_.optimizer == OptimizerKind::kMuon) {
     spdlog::info("optimizer: Muon for the blocks' {} matrices (lr {:.2e}), AdamW for the rest",
                  optimizer_->muon_matrices(), t_.muon_learning_rate);

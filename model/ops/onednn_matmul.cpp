@@ -104,10 +104,6 @@ ThreadProducts& thread_products() {
 
 void* writable(const torch::Tensor& t) { return const_cast<void*>(t.data_ptr()); }
 
-}  // namespace
-
-bool onednn_matmul_built() { return true; }
-
 // The name of the kernel oneDNN picks for a small product of `type` on this CPU ("ref..." for
 // its reference loop), or "" where it has none.
 std::string kernel_for(memory::data_type type) {
@@ -121,6 +117,10 @@ std::string kernel_for(memory::data_type type) {
     return "";
   }
 }
+
+}  // namespace
+
+bool onednn_matmul_built() { return true; }
 
 bool onednn_bfloat16_runs() {
   static const bool runs = [] {

@@ -139,61 +139,67 @@ TEST(OnednnMatmul, RefusesWhatItCannotDo) {
   EXPECT_THROW(onednn_matmul(a, b, torch::randn({4}), out), c10::Error);  // bias of 4
 }
 
-// y = x W^T + b and the gradients of sum(y * g), each against float64 of the bfloat16 values
-// the layer multiplies: x and W rounded to bfloat16, and g as the bfloat16 y's gradient is.
+// y = linear(x, W, b) and the gradients of sum(y * g), each against float64 of the values
+// the layer multiplies: in bfloat16, x and W rounded to bfloat16 and g as the bfloat16 y's
+// gradient is; in float32, the values themselves. x (3, 7, 48), W (29, 48).
+using LinearFn = torch::Tensor (*)(const torch::Tensor&, const torch::Tensor&,
+                                   const torch::Tensor&);
+void expect_linear_equals_float64(LinearFn linear, torch::ScalarType products,
+                                  torch::ScalarType x_type, bool with_bias) {
+  const int64_t in = 48, out = 29;
+  const bool bfloat16 = products == torch::kBFloat16;
+  const torch::Tensor x = torch::randn({3, 7, in}).to(x_type).requires_grad_(true);
+  const torch::Tensor weight = torch::randn({out, in}, torch::requires_grad());
+  const torch::Tensor bias =
+      with_bias ? torch::randn({out}, torch::requires_grad()) : torch::Tensor();
+  const torch::Tensor y = linear(x, weight, bias);
+  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 7, out}));
+  EXPECT_EQ(y.scalar_type(), products);
+  const torch::Tensor g = torch::randn({3, 7, out}).to(products);
+  std::vector<torch::Tensor> inputs{x, weight};
+  if (with_bias) inputs.push_back(bias);
+  const auto grads = torch::autograd::grad({y}, inputs, {g});
+
+  const auto operand = [&](const torch::Tensor& t) {
+    return t.detach().to(products).to(torch::kFloat64);
+  };
+  const torch::Tensor x64 = operand(x).view({-1, in}), w64 = operand(weight);
+  const torch::Tensor g64 = g.to(torch::kFloat64).view({-1, out});
+  const std::string what = std::string(bfloat16 ? "bfloat16" : "float32") + " products, x " +
+                           (x_type == torch::kBFloat16 ? "bfloat16" : "float32") +
+                           (with_bias ? ", bias" : ", no bias");
+
+  torch::Tensor exact = torch::mm(x64, w64.t()), magnitude = torch::mm(x64.abs(), w64.abs().t());
+  if (with_bias) {
+    exact = exact + bias.detach().to(torch::kFloat64);
+    magnitude = magnitude + bias.detach().to(torch::kFloat64).abs();
+  }
+  expect_within(y.view({-1, out}), exact, bound_of(exact, magnitude, in, bfloat16), what + ": y");
+
+  // dx in the products' type (autocast's dtype for bfloat16), handed back in x's dtype.
+  EXPECT_EQ(grads[0].scalar_type(), x.scalar_type()) << what;
+  const torch::Tensor dx = torch::mm(g64, w64);
+  expect_within(grads[0].view({-1, in}), dx,
+                bound_of(dx, torch::mm(g64.abs(), w64.abs()), out, bfloat16), what + ": dx");
+  // dW summed and written in float32: no bfloat16 rounding.
+  EXPECT_EQ(grads[1].scalar_type(), torch::kFloat32) << what;
+  const int64_t rows = x64.size(0);
+  const torch::Tensor dw = torch::mm(g64.t(), x64);
+  expect_within(grads[1], dw, bound_of(dw, torch::mm(g64.abs().t(), x64.abs()), rows, false),
+                what + ": dW");
+  if (with_bias) {
+    EXPECT_EQ(grads[2].scalar_type(), torch::kFloat32) << what;
+    const torch::Tensor db = g64.sum(0);
+    expect_within(grads[2], db, bound_of(db, g64.abs().sum(0), rows, false), what + ": db");
+  }
+}
+
 TEST(BFloat16Linear, ValuesAndGradientsEqualFloat64OfTheRoundedOperands) {
   SKIP_WITHOUT_ONEDNN();
   torch::manual_seed(5);
-  const int64_t in = 48, out = 29;
-  for (const bool x_bfloat16 : {false, true})
-    for (const bool with_bias : {false, true}) {
-      torch::Tensor x = torch::randn({3, 7, in});
-      if (x_bfloat16) x = x.to(torch::kBFloat16);
-      x.requires_grad_(true);
-      const torch::Tensor weight = torch::randn({out, in}, torch::requires_grad());
-      const torch::Tensor bias =
-          with_bias ? torch::randn({out}, torch::requires_grad()) : torch::Tensor();
-      const torch::Tensor y = bfloat16_linear(x, weight, bias);
-      ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 7, out}));
-      EXPECT_EQ(y.scalar_type(), torch::kBFloat16);
-      const torch::Tensor g = torch::randn({3, 7, out}).to(torch::kBFloat16);
-      std::vector<torch::Tensor> inputs{x, weight};
-      if (with_bias) inputs.push_back(bias);
-      const auto grads = torch::autograd::grad({y}, inputs, {g});
-
-      const auto rounded = [](const torch::Tensor& t) {
-        return t.detach().to(torch::kBFloat16).to(torch::kFloat64);
-      };
-      const torch::Tensor x64 = rounded(x).view({-1, in}), w64 = rounded(weight);
-      const torch::Tensor g64 = g.to(torch::kFloat64).view({-1, out});
-      const std::string what = std::string("x ") + (x_bfloat16 ? "bfloat16" : "float32") +
-                               (with_bias ? ", bias" : ", no bias");
-
-      torch::Tensor exact = torch::mm(x64, w64.t()),
-                    magnitude = torch::mm(x64.abs(), w64.abs().t());
-      if (with_bias) {
-        exact = exact + bias.detach().to(torch::kFloat64);
-        magnitude = magnitude + bias.detach().to(torch::kFloat64).abs();
-      }
-      expect_within(y.view({-1, out}), exact, bound_of(exact, magnitude, in, true), what + ": y");
-
-      // dx in bfloat16 (autocast's dtype), handed back in x's dtype.
-      EXPECT_EQ(grads[0].scalar_type(), x.scalar_type()) << what;
-      const torch::Tensor dx = torch::mm(g64, w64);
-      expect_within(grads[0].view({-1, in}), dx,
-                    bound_of(dx, torch::mm(g64.abs(), w64.abs()), out, true), what + ": dx");
-      // dW summed and written in float32: no bfloat16 rounding.
-      EXPECT_EQ(grads[1].scalar_type(), torch::kFloat32) << what;
-      const int64_t rows = x64.size(0);
-      const torch::Tensor dw = torch::mm(g64.t(), x64);
-      expect_within(grads[1], dw, bound_of(dw, torch::mm(g64.abs().t(), x64.abs()), rows, false),
-                    what + ": dW");
-      if (with_bias) {
-        EXPECT_EQ(grads[2].scalar_type(), torch::kFloat32) << what;
-        const torch::Tensor db = g64.sum(0);
-        expect_within(grads[2], db, bound_of(db, g64.abs().sum(0), rows, false), what + ": db");
-      }
-    }
+  for (const auto x_type : {torch::kFloat32, torch::kBFloat16})
+    for (const bool with_bias : {false, true})
+      expect_linear_equals_float64(bfloat16_linear, torch::kBFloat16, x_type, with_bias);
 }
 
 // A parameter's gradient accumulates over backward passes, as any linear's does.
@@ -225,47 +231,11 @@ TEST(BFloat16Linear, LinearTakesItUnderBfloat16AutocastWhereNative) {
   EXPECT_TRUE(torch::equal(linear(x), bfloat16_linear(x, linear->weight, linear->bias)));
 }
 
-// y = x W^T + b and the gradients of sum(y * g) in float32, each against float64 of the same
-// values.
 TEST(Float32Linear, ValuesAndGradientsEqualFloat64) {
   SKIP_WITHOUT_ONEDNN_API();
   torch::manual_seed(8);
-  const int64_t in = 48, out = 29;
-  for (const bool with_bias : {false, true}) {
-    const torch::Tensor x = torch::randn({3, 7, in}, torch::requires_grad());
-    const torch::Tensor weight = torch::randn({out, in}, torch::requires_grad());
-    const torch::Tensor bias =
-        with_bias ? torch::randn({out}, torch::requires_grad()) : torch::Tensor();
-    const torch::Tensor y = float32_linear(x, weight, bias);
-    ASSERT_EQ(y.sizes(), (std::vector<int64_t>{3, 7, out}));
-    EXPECT_EQ(y.scalar_type(), torch::kFloat32);
-    const torch::Tensor g = torch::randn({3, 7, out});
-    std::vector<torch::Tensor> inputs{x, weight};
-    if (with_bias) inputs.push_back(bias);
-    const auto grads = torch::autograd::grad({y}, inputs, {g});
-
-    const torch::Tensor x64 = x.detach().to(torch::kFloat64).view({-1, in});
-    const torch::Tensor w64 = weight.detach().to(torch::kFloat64);
-    const torch::Tensor g64 = g.to(torch::kFloat64).view({-1, out});
-    const std::string what = with_bias ? "bias" : "no bias";
-    torch::Tensor exact = torch::mm(x64, w64.t()), magnitude = torch::mm(x64.abs(), w64.abs().t());
-    if (with_bias) {
-      exact = exact + bias.detach().to(torch::kFloat64);
-      magnitude = magnitude + bias.detach().to(torch::kFloat64).abs();
-    }
-    expect_within(y.view({-1, out}), exact, bound_of(exact, magnitude, in, false), what + ": y");
-    const torch::Tensor dx = torch::mm(g64, w64);
-    expect_within(grads[0].view({-1, in}), dx,
-                  bound_of(dx, torch::mm(g64.abs(), w64.abs()), out, false), what + ": dx");
-    const int64_t rows = x64.size(0);
-    const torch::Tensor dw = torch::mm(g64.t(), x64);
-    expect_within(grads[1], dw, bound_of(dw, torch::mm(g64.abs().t(), x64.abs()), rows, false),
-                  what + ": dW");
-    if (with_bias) {
-      const torch::Tensor db = g64.sum(0);
-      expect_within(grads[2], db, bound_of(db, g64.abs().sum(0), rows, false), what + ": db");
-    }
-  }
+  for (const bool with_bias : {false, true})
+    expect_linear_equals_float64(float32_linear, torch::kFloat32, torch::kFloat32, with_bias);
 }
 
 // Linear takes the float32 path exactly where float32_linear_takes says: float32 outside

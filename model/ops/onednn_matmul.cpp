@@ -41,7 +41,14 @@ struct Product {
   memory::desc a, b, bias, out, scratchpad;
 };
 
-memory::dims dims_of(const std::array<int64_t, 3>& a) { return {a[0], a[1], a[2]}; }
+// A batch of one is described as a matrix: oneDNN 2.6 runs its brgemm kernels on a transposed
+// operand only in two dimensions, and falls back on its older gemm:jit kernels for (1, M, K)
+// with a transposed weight. Those were 10% slower at the model's shapes, and their first product
+// of a type spent 36 ms making all of gemm:jit's kernels (docs/MEASUREMENTS.md, round fourteen).
+memory::dims dims_of(const std::array<int64_t, 3>& a, int64_t batch) {
+  if (batch == 1) return {a[1], a[2]};
+  return {a[0], a[1], a[2]};
+}
 
 // The primitive for one key. The scratchpad is the caller's (user mode), so that two threads
 // may run primitives that oneDNN's own cache made from one description.
@@ -49,11 +56,14 @@ Product make_product(const ProductKey& k) {
   const int64_t batch = k.a_sizes[0], m = k.a_sizes[1], n = k.b_sizes[2];
   Product p;
   const auto in = k.in_f32 ? memory::data_type::f32 : memory::data_type::bf16;
-  p.a = memory::desc(dims_of(k.a_sizes), in, dims_of(k.a_strides));
-  p.b = memory::desc(dims_of(k.b_sizes), in, dims_of(k.b_strides));
-  p.out = memory::desc({batch, m, n}, k.out_f32 ? memory::data_type::f32 : memory::data_type::bf16,
-                       memory::dims{m * n, n, 1});
-  if (k.has_bias) p.bias = memory::desc({1, 1, n}, memory::data_type::f32, memory::dims{n, n, 1});
+  p.a = memory::desc(dims_of(k.a_sizes, batch), in, dims_of(k.a_strides, batch));
+  p.b = memory::desc(dims_of(k.b_sizes, batch), in, dims_of(k.b_strides, batch));
+  p.out = memory::desc(dims_of({batch, m, n}, batch),
+                       k.out_f32 ? memory::data_type::f32 : memory::data_type::bf16,
+                       dims_of({m * n, n, 1}, batch));
+  if (k.has_bias)
+    p.bias =
+        memory::desc(dims_of({1, 1, n}, batch), memory::data_type::f32, dims_of({n, n, 1}, batch));
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (k.alpha != 1.0f) attr.set_output_scales(0, {k.alpha});

@@ -60,7 +60,7 @@ void expect_products_equal_float64(torch::ScalarType in_type) {
     float alpha, beta;
   };
   const bool f32_in = in_type == torch::kFloat32;
-  for (const int64_t batch : {0, 3})  // 0: plain matrices
+  for (const int64_t batch : {0, 1, 3})  // 0: plain matrices; 1: described as one
     for (const bool a_transposed : {false, true})
       for (const bool b_transposed : {false, true})
         for (const bool f32_out : {false, true})

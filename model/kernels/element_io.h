@@ -37,4 +37,20 @@ inline void store(c10::BFloat16& out, float v) {
   out.x = nan ? uint16_t{0x7fc0} : static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
+// Spans widened and stored: a kernel that reads bfloat16 widens a chunk of it into a float32
+// buffer, computes there, and stores the chunk back.
+inline constexpr int64_t kWidenedChunk = 128;
+
+template <class T>
+inline void widen_span(const T* in, Widened<T>* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = widen(in[i]);
+}
+
+template <class T>
+inline void store_span(const Widened<T>* in, T* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) store(out[i], in[i]);
+}
+
 }  // namespace tinylm

@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <string>
 
 #include "model/attention.h"
 #include "model/kernels/causal_attention.h"
+#include "model/kernels/element_io.h"
 #include "model/kernels/kernel_choice.h"
 #include "model/kernels/matrix_vector.h"
 #include "model/kernels/rms_norm.h"
@@ -287,19 +289,23 @@ TEST(FusedKernels, SwigluPassesFiniteDifferences) {
 
 TEST(FusedKernels, SwigluInBfloat16IsTheFloat32KernelRoundedOnce) {
   // Under autocast the kernel reads and writes bfloat16 itself. Its result, and the gradient
-  // it hands back, must be what the float32 kernel gives between casts.
-  const Inputs in = random_inputs({{12, 64, 2 * 256}}, torch::kFloat32, 9);
-  const torch::Tensor x = in[0].to(torch::kBFloat16);
-  const torch::Tensor probe = probe_for(kSwigluOperators({x}), 10);
+  // it hands back, must be what the float32 kernel gives between casts. It widens a row in
+  // chunks of kWidenedChunk: rows of two chunks, of less than one, and of two and a part.
   const Kernel between_casts = [](const Inputs& in) {
     return fused_swiglu(in[0].to(torch::kFloat32)).to(torch::kBFloat16);
   };
-  const Evaluated ours = evaluate(kSwigluFused, {x}, probe);
-  const Evaluated ref = evaluate(between_casts, {x}, probe);
-  ASSERT_EQ(ours.out.scalar_type(), torch::kBFloat16);
-  ASSERT_EQ(ours.grads[0].scalar_type(), torch::kBFloat16);
-  expect_rounded_once(ours.out, ref.out, "output");
-  expect_rounded_once(ours.grads[0], ref.grads[0], "gradient");
+  for (const int64_t H : {2 * kWidenedChunk, int64_t{43}, 2 * kWidenedChunk + 44}) {
+    const Inputs in = random_inputs({{12, 64, 2 * H}}, torch::kFloat32, 9);
+    const torch::Tensor x = in[0].to(torch::kBFloat16);
+    const torch::Tensor probe = probe_for(kSwigluOperators({x}), 10);
+    const Evaluated ours = evaluate(kSwigluFused, {x}, probe);
+    const Evaluated ref = evaluate(between_casts, {x}, probe);
+    ASSERT_EQ(ours.out.scalar_type(), torch::kBFloat16);
+    ASSERT_EQ(ours.grads[0].scalar_type(), torch::kBFloat16);
+    const std::string at = " at H " + std::to_string(H);
+    expect_rounded_once(ours.out, ref.out, ("output" + at).c_str());
+    expect_rounded_once(ours.grads[0], ref.grads[0], ("gradient" + at).c_str());
+  }
 }
 
 // ---- causal attention ----

@@ -29,43 +29,63 @@ struct Layout {
   int64_t v_offset(int64_t h) const { return (n_head + n_kv + h) * hs; }
 };
 
+// Position t's rotation of one head, hs wide, as three rows of hs: the head's rotated x is
+// r[j] = x[j] c[j] + x[j + half] a[j] + x[j - half] b[j], where a is -sign sin on the first
+// half (0 on the second) and b sign sin on the second (0 on the first). Every head of a
+// position takes the same three rows: (T, 3, hs) for a call.
+template <class T>
+std::vector<T> rotation_rows(const T* cos, const T* sin, const Layout& l, T sign) {
+  const int64_t half = l.hs / 2;
+  std::vector<T> rows(static_cast<size_t>(l.T * 3 * l.hs), T(0));
+  for (int64_t t = 0; t < l.T; ++t) {
+    T* c = rows.data() + t * 3 * l.hs;
+    T* a = c + l.hs;
+    T* b = a + l.hs;
+    for (int64_t i = 0; i < half; ++i) {
+      c[i] = c[half + i] = cos[t * half + i];
+      a[i] = -sign * sin[t * half + i];
+      b[half + i] = sign * sin[t * half + i];
+    }
+  }
+  return rows;
+}
+
 // Rotates (sign = +1) or rotates back (sign = -1, the transpose: the gradient) the query and
 // key heads of rows [begin, end) of (B T, width) from `in` into `out`; values are copied.
-// Position of row n: n mod T. In and Out are T or bfloat16 (element_io.h): bfloat16 q, k and
-// v are widened on their way in, a bfloat16 gradient rounded once on its way out. A bfloat16
-// row is rounded from a buffer in T, and the values are copied, in whole-row loops that the
-// compiler vectorises: inside the heads' half-width loops (12 elements at the default shape)
-// the rounding ran a lane or four at a time, and the copy one.
+// Position of row n: n mod T; `rotation` its rows (rotation_rows). In and Out are T or
+// bfloat16 (element_io.h): bfloat16 q, k and v are widened on their way in, a bfloat16
+// gradient rounded once on its way out. Each row is widened into a buffer with half a head of
+// zeros each side, so a head reads its other half through a shifted load and every loop runs
+// a whole head: looping over a half head (12 elements at the default shape, less than one
+// AVX-512 vector) left the rotation to GCC's remainder code.
 template <class T, class In, class Out>
-TINYLM_CPU_CLONES void rotate_rows(const In* in, Out* out, const T* cos, const T* sin, Layout l,
-                                   T sign, int64_t begin, int64_t end) {
+TINYLM_CPU_CLONES void rotate_rows(const In* in, Out* out, const T* rotation, Layout l,
+                                   int64_t begin, int64_t end) {
   constexpr bool direct = std::is_same_v<T, Out>;
   const int64_t half = l.hs / 2, W = l.width(), rotated = (l.n_head + l.n_kv) * l.hs;
+  std::vector<T> padded(static_cast<size_t>(W + 2 * half), T(0));
   std::vector<T> buffer(direct ? 0 : static_cast<size_t>(W));
+  T* x = padded.data() + half;
   for (int64_t n = begin; n < end; ++n) {
-    const T* c = cos + (n % l.T) * half;
-    const T* s = sin + (n % l.T) * half;
-    const In* x = in + n * W;
+    const T* c = rotation + (n % l.T) * 3 * l.hs;
+    const T* a = c + l.hs;
+    const T* b = a + l.hs;
+    widen_span(in + n * W, x, W);
     T* r;  // the row in T: the output itself, or the buffer it is rounded from
     if constexpr (direct)
       r = out + n * W;
     else
       r = buffer.data();
     for (int64_t head = 0; head < rotated; head += l.hs) {
+      const T* xh = x + head;
+      T* rh = r + head;
 #pragma omp simd
-      for (int64_t i = 0; i < half; ++i) {
-        const T x1 = widen(x[head + i]), x2 = widen(x[head + half + i]);
-        r[head + i] = x1 * c[i] - sign * x2 * s[i];
-        r[head + half + i] = x2 * c[i] + sign * x1 * s[i];
-      }
+      for (int64_t j = 0; j < l.hs; ++j)
+        rh[j] = xh[j] * c[j] + xh[j + half] * a[j] + xh[j - half] * b[j];
     }
 #pragma omp simd
-    for (int64_t i = rotated; i < W; ++i) r[i] = widen(x[i]);
-    if constexpr (!direct) {
-      Out* y = out + n * W;
-#pragma omp simd
-      for (int64_t i = 0; i < W; ++i) store(y[i], r[i]);
-    }
+    for (int64_t i = rotated; i < W; ++i) r[i] = x[i];
+    if constexpr (!direct) store_span(r, out + n * W, W);
   }
 }
 
@@ -142,9 +162,9 @@ inline constexpr int kBandRows = 16;
 template <class T, class In, class Out>
 void rotate(const In* in, Out* out, const at::Tensor& cos, const at::Tensor& sin, const Layout& l,
             T sign) {
-  const T *cp = cos.data_ptr<T>(), *sp = sin.data_ptr<T>();
+  const std::vector<T> rotation = rotation_rows(cos.data_ptr<T>(), sin.data_ptr<T>(), l, sign);
   at::parallel_for(0, l.B * l.T, kRowGrain, [&](int64_t begin, int64_t end) {
-    rotate_rows(in, out, cp, sp, l, sign, begin, end);
+    rotate_rows(in, out, rotation.data(), l, begin, end);
   });
 }
 

@@ -58,8 +58,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
 // the rows it sees on its replica's thread, so no rounding may differ.
 TEST_P(ThreadReplicasSum, EqualsOneThreadThroughTheSameSharesBitForBit) {
   const Case c = GetParam();
-  const ModelConfig config = small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu",
-                                            "n_embd=" + std::to_string(c.n_embd)});
+  const ModelConfig config = small_config(
+      {"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu", "n_embd=" + std::to_string(c.n_embd)});
   TrainConfig t;
   t.learning_rate = 1e-2;
   GPT one = test::random_model(config), split = test::random_model(config);
@@ -106,6 +106,53 @@ TEST_P(ThreadReplicasSum, EqualsOneThreadThroughTheSameSharesBitForBit) {
     one_optimizer.step(t.learning_rate), split_optimizer.step(t.learning_rate);
     one_optimizer.zero_grad(), split_optimizer.zero_grad();
   }
+}
+
+// Micro-batches (gradient accumulation): each replica adds its shares of every micro-batch
+// until the gather, which then adds the replicas in order, and the model's parameters keep
+// their gradients in the optimizer's buffer. The reference: each replica's sum made alone on
+// one thread (autograd adding its second share to its first), the replicas' sums then added
+// in order.
+TEST(ThreadReplicas, MicroBatchesAccumulateUntilTheGather) {
+  const ModelConfig config = small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"});
+  TrainConfig t;
+  GPT one = test::random_model(config), split = test::random_model(config);
+  one->train(), split->train();
+  AdamW one_optimizer(one, t), split_optimizer(split, t);
+  std::optional<ThreadReplicas> replicas;
+  {
+    const ThreadCount threads(2);
+    replicas.emplace(split, split_optimizer, 2);
+  }
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(8);
+  const int64_t rows = 4, T = config.block_size;
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> micro;
+  for (int m = 0; m < 2; ++m)
+    micro.emplace_back(torch::randint(config.vocab_size, {rows, T}, rng),
+                       torch::randint(config.vocab_size, {rows, T}, rng));
+  torch::Tensor expected;
+  {
+    const ThreadCount threads(1);
+    for (int64_t r = 0; r < 2; ++r) {
+      one_optimizer.zero_grad();
+      for (const auto& [x, y] : micro) {
+        (next_token_loss(one->forward(x.narrow(0, 2 * r, 2)), y.narrow(0, 2 * r, 2)) * 0.25)
+            .backward();
+      }
+      const torch::Tensor sum = one_optimizer.sync_buffer().clone();
+      expected = r == 0 ? sum : expected + sum;
+    }
+  }
+  {
+    const ThreadCount threads(2);
+    for (const auto& [x, y] : micro) replicas->forward_backward(x, y, 0.5, false);
+    replicas->gather_gradients();
+  }
+  EXPECT_TRUE(torch::equal(split_optimizer.sync_buffer(), expected))
+      << "largest difference "
+      << (split_optimizer.sync_buffer() - expected).abs().max().item<double>();
+  for (const auto& p : split->parameters())
+    EXPECT_TRUE(p.grad().defined() && p.grad().is_alias_of(split_optimizer.sync_buffer()));
 }
 
 // The loss estimate's batches dealt to the replicas: each batch's loss is the one a thread

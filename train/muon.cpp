@@ -40,7 +40,12 @@ torch::Tensor iterate(torch::Tensor x, int steps) {
   return x;
 }
 
-// The same steps on a bfloat16 CPU batch through oneDNN's own API (model/ops/
+// Bytes of one contiguous tensor into another of its size.
+void copy_into(const torch::Tensor& from, torch::Tensor& to) {
+  std::memcpy(to.data_ptr(), from.data_ptr(), from.nbytes());
+}
+
+// The same steps on a bfloat16 or float32 CPU batch through oneDNN's own API (model/ops/
 // onednn_matmul.h), each product one call with its scales inside it: LibTorch's bmm and
 // baddbmm reach the same kernels with about 10 us of wrapping a call, 15 calls a batch a step.
 // The scaled terms are copied into the output first (bytes, not operators).
@@ -49,14 +54,11 @@ torch::Tensor iterate_onednn(torch::Tensor x, int steps) {
   const int64_t count = x.size(0), n = x.size(1);
   torch::Tensor A = torch::empty({count, n, n}, x.options()), B = torch::empty_like(A);
   torch::Tensor next = torch::empty_like(x);
-  const auto copy = [](const torch::Tensor& from, torch::Tensor& to) {
-    std::memcpy(to.data_ptr(), from.data_ptr(), from.nbytes());
-  };
   for (int i = 0; i < steps; ++i) {
     onednn_matmul(x, x.transpose(-2, -1), {}, A);  // A = X X^T
-    copy(A, B);
+    copy_into(A, B);
     onednn_matmul(A, A, {}, B, static_cast<float>(kC), static_cast<float>(kB));  // b A + c A A
-    copy(x, next);
+    copy_into(x, next);
     onednn_matmul(B, x, {}, next, 1.0f, static_cast<float>(kA));  // a X + B X
     std::swap(x, next);
   }
@@ -141,6 +143,39 @@ void iterate_through_gram(torch::Tensor x, int steps) {
   x.copy_(product);
 }
 
+// The Gram route of iterate_through_gram on a float32 CPU batch (count, n, m) through oneDNN,
+// every product a whole one (oneDNN has no syrk): G = X0 X0^T, then per step P = a I + b A +
+// c A A, Q <- P Q and A <- P^2 A, and X0 once more for Q X0. Float32 only: Q's norm reaches
+// a^steps, and bfloat16's rounding of it (2^-8 of that) would swamp the result.
+torch::Tensor iterate_onednn_through_gram(torch::Tensor x, int steps) {
+  x = x.contiguous();
+  const int64_t count = x.size(0), n = x.size(1);
+  const auto square = [&] { return torch::empty({count, n, n}, x.options()); };
+  torch::Tensor A = square(), P = square(), P2 = square(), Q = square(), spare = square();
+  onednn_matmul(x, x.transpose(-2, -1), {}, A);
+  for (int k = 0; k < steps; ++k) {
+    copy_into(A, P);
+    onednn_matmul(A, A, {}, P, static_cast<float>(kC), static_cast<float>(kB));
+    float* p = P.data_ptr<float>();
+    for (int64_t c = 0; c < count; ++c)
+      for (int64_t i = 0; i < n; ++i) p[c * n * n + i * (n + 1)] += static_cast<float>(kA);
+    if (k == 0) {
+      copy_into(P, Q);
+    } else {
+      onednn_matmul(P, Q, {}, spare);
+      std::swap(Q, spare);
+    }
+    if (k + 1 < steps) {
+      onednn_matmul(P, P, {}, P2);
+      onednn_matmul(P2, A, {}, spare);
+      std::swap(A, spare);
+    }
+  }
+  torch::Tensor out = torch::empty_like(x);
+  onednn_matmul(Q, x, {}, out);
+  return out;
+}
+
 // Multiply-adds of `steps` steps on a matrix with sides n <= m (syrk counted as half a gemm):
 // per direct step n^2 m / 2 + n^3 / 2 + n^2 m; through G, n^2 m / 2 and n^2 m once, and per
 // step at most 3 n^3 (first and last less).
@@ -150,13 +185,33 @@ double direct_multiply_adds(double n, double m, int steps) {
 double gram_multiply_adds(double n, double m, int steps) {
   return 1.5 * n * n * m + (3.0 * steps - 2.5) * n * n * n;
 }
+// The same through oneDNN, whose products are all whole gemms: per direct step 2 n^2 m + n^3;
+// through G, 2 n^2 m once and 4 n^3 a step (the first step and the last less).
+double onednn_direct_multiply_adds(double n, double m, int steps) {
+  return steps * (2 * n * n * m + n * n * n);
+}
+double onednn_gram_multiply_adds(double n, double m, int steps) {
+  return 2 * n * n * m + (4.0 * steps - 3) * n * n * n;
+}
+
+// Whether float32 iterates through oneDNN here: where its float32 kernels are AVX-512's (model/
+// ops/onednn_matmul.h), unless the user turned oneDNN off (as LibTorch's own products
+// take it). The default model's matrices on one thread: 0.59 of BLAS's time with the Haswell
+// kernels (docs/MEASUREMENTS.md, round fifteen); on an AVX2-only CPU oneDNN's float32 kernel is
+// no faster than BLAS, and syrk halves the Gram products there.
+bool float32_on_onednn() {
+  return onednn_float32_beats_blas() && at::globalContext().userEnabledMkldnn();
+}
 
 }  // namespace
 
-bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps) {
+bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps, bool own_thread) {
   const double n = static_cast<double>(std::min(rows, cols));
   const double m = static_cast<double>(std::max(rows, cols));
-  return steps > 1 && gram_multiply_adds(n, m, steps) < direct_multiply_adds(n, m, steps);
+  if (steps < 2) return false;
+  if (float32_on_onednn())
+    return onednn_gram_multiply_adds(n, m, steps) < onednn_direct_multiply_adds(n, m, steps);
+  return own_thread && gram_multiply_adds(n, m, steps) < direct_multiply_adds(n, m, steps);
 }
 
 namespace {
@@ -238,21 +293,27 @@ void on_each_thread(const std::vector<std::vector<Share>>& shares, const Run& ru
   });
 }
 
-// A prepared batch iterated in place. Bfloat16 on the CPU through oneDNN's API where it runs
-// bfloat16. Float32 on a thread of its own: a matrix at a time, BLAS on one thread, the
-// cheaper of the two iterations above; otherwise (bfloat16 elsewhere, or float32 split over
-// the threads) batched products, each matrix in one call (oneDNN's bfloat16 calls cost more
-// in overhead than in arithmetic at these sizes).
+// A prepared batch iterated in place. On the CPU through oneDNN's API: bfloat16 where it runs
+// bfloat16, float32 where its kernels are AVX-512's (float32_on_onednn), directly or through
+// the Gram matrix, whichever is fewer multiply-adds. Otherwise float32 on a thread of its own:
+// a matrix at a time, BLAS on one thread, the cheaper of the two iterations above; and
+// anything else (bfloat16 elsewhere, or float32 split over the threads) batched products,
+// each matrix in one call.
 void iterate_prepared(torch::Tensor& x, int steps, bool own_thread) {
   if (x.is_cpu() && x.scalar_type() == torch::kBFloat16 && onednn_bfloat16_runs()) {
     x = iterate_onednn(x, steps);
     return;
   }
-  if (!(own_thread && x.is_cpu() && x.scalar_type() == torch::kFloat32)) {
+  const bool float32_cpu = x.is_cpu() && x.scalar_type() == torch::kFloat32;
+  const bool through_gram = newton_schulz_through_gram(x.size(1), x.size(2), steps, own_thread);
+  if (float32_cpu && float32_on_onednn()) {
+    x = through_gram ? iterate_onednn_through_gram(x, steps) : iterate_onednn(x, steps);
+    return;
+  }
+  if (!(own_thread && float32_cpu)) {
     x = iterate(x, steps);
     return;
   }
-  const bool through_gram = newton_schulz_through_gram(x.size(1), x.size(2), steps);
   for (int64_t i = 0; i < x.size(0); ++i)
     through_gram ? iterate_through_gram(x[i], steps) : iterate_directly(x[i], steps);
 }
@@ -262,10 +323,12 @@ double cost_on_own_thread(const torch::Tensor& batch, torch::ScalarType dtype, i
   const double n = static_cast<double>(std::min(batch.size(1), batch.size(2)));
   const double m = static_cast<double>(std::max(batch.size(1), batch.size(2)));
   if (iteration_dtype(batch, dtype) != torch::kFloat32)
-    return steps * (2 * n * n * m + n * n * n);  // X X^T, A A and B X
-  return newton_schulz_through_gram(batch.size(1), batch.size(2), steps)
-             ? gram_multiply_adds(n, m, steps)
-             : direct_multiply_adds(n, m, steps);
+    return onednn_direct_multiply_adds(n, m, steps);  // X X^T, A A and B X
+  const bool through_gram = newton_schulz_through_gram(batch.size(1), batch.size(2), steps, true);
+  if (float32_on_onednn())
+    return through_gram ? onednn_gram_multiply_adds(n, m, steps)
+                        : onednn_direct_multiply_adds(n, m, steps);
+  return through_gram ? gram_multiply_adds(n, m, steps) : direct_multiply_adds(n, m, steps);
 }
 
 // The Newton-Schulz of matrices [begin, begin + count) of batch `batch`: input(share) makes

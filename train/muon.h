@@ -34,10 +34,12 @@ bool bfloat16_products_sum_in_float32();
 // least as many matrices as there are threads: at this project's sizes (96- to 128-wide
 // Gram matrices) a matmul call costs more in overhead than in arithmetic, and one batched
 // bfloat16 call ran 4.5x the rate of the same products called one by one
-// (docs/MEASUREMENTS.md). A float32 matrix on its own thread takes its two symmetric
-// products (X X^T and A A) as BLAS syrk, which does half of gemm's multiply-adds: the
-// float32 optimizer step fell from 16-18 to 13-14 ms. A wide one (cols past 5/3 rows, or
-// the transpose) iterates on its n x n Gram matrix instead (newton_schulz_through_gram).
+// (docs/MEASUREMENTS.md). Float32 goes through oneDNN too where its float32 kernels are
+// AVX-512's: 0.59 of the time BLAS took at the default model's shapes. Elsewhere a float32
+// matrix on its own thread takes its two symmetric products (X X^T and A A) as BLAS syrk,
+// which does half of gemm's multiply-adds (the float32 optimizer step fell from 16-18 to
+// 13-14 ms). Either way a wide float32 matrix may iterate on its n x n Gram matrix instead
+// (newton_schulz_through_gram).
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
 // The same for several batches at once (each (count, rows, cols), shapes free to differ), as
@@ -49,12 +51,14 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
 std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batches,
                                          torch::ScalarType dtype, int steps = kNewtonSchulzSteps);
 
-// Whether a float32 matrix (rows, cols) on its own thread runs `steps` Newton-Schulz steps
-// through its Gram matrix: with n <= m its sides, X_k = Q_k X0 where Q_k is a polynomial in
+// Whether a float32 matrix (rows, cols) runs `steps` Newton-Schulz steps through its Gram
+// matrix on this CPU now: with n <= m its sides, X_k = Q_k X0 where Q_k is a polynomial in
 // G = X0 X0^T, so the steps can run on n x n matrices and touch X0 twice (G and Q X0)
-// instead of twice a step. That is fewer multiply-adds where m > 5n/3: at 5 steps 48% of the
-// direct steps' for a SwiGLU gate-and-up matrix (n_embd x 16/3 n_embd), 68% for c_attn.
-bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps);
+// instead of twice a step. Where float32 goes through oneDNN, wherever that is fewer
+// multiply-adds (m > 3n/2 at 5 steps); through BLAS, only on a thread of its own (`own_thread`),
+// where syrk makes it fewer past m > 5n/3: at 5 steps 48% of the direct steps' for a SwiGLU
+// gate-and-up matrix (n_embd x 16/3 n_embd), 68% for c_attn.
+bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps, bool own_thread);
 
 // One batch of same-shaped matrices (count, rows, cols) or one matrix (rows, cols) for Muon.
 struct MuonMatrices {

@@ -81,12 +81,14 @@ TEST(Muon, Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath) {
   EXPECT_LT(((newton_schulz(narrow, torch::kBFloat16) - narrow_a).norm() / narrow_a.norm())
                 .item<double>(),
             bound);
-  // LibTorch's own GEMM sums in bfloat16 (0.21 here): the iteration must not run in it.
+  // LibTorch's own GEMM sums in bfloat16 (0.21 here): the iteration must not run in it, but
+  // in float32, as float32 runs without oneDNN.
   at::globalContext().setUserEnabledMkldnn(false);
   EXPECT_FALSE(bfloat16_products_sum_in_float32());
   const torch::Tensor fallback = newton_schulz(g, torch::kBFloat16);
+  const torch::Tensor fallback_float32 = newton_schulz(g, torch::kFloat32);
   at::globalContext().setUserEnabledMkldnn(true);
-  EXPECT_TRUE(torch::equal(fallback, a)) << relative_error(fallback);
+  EXPECT_TRUE(torch::equal(fallback, fallback_float32)) << relative_error(fallback);
 }
 
 double relative_error(const torch::Tensor& x, const torch::Tensor& y) {
@@ -94,52 +96,110 @@ double relative_error(const torch::Tensor& x, const torch::Tensor& y) {
 }
 
 // A matrix iterated in a batch and alone may sum in another order: per product a relative
-// difference of at most (reduction length) x (unit roundoff), 3 products a step. On a
-// thread of its own a float32 matrix may go through its Gram matrix, where the difference in
-// Q_k reaches the result multiplied by Q's norm, at most a^steps (a = 3.4445, the quintic's
-// largest gain). bfloat16's products round their result once each (the bound of
+// difference of at most (reduction length) x (unit roundoff), 3 products a step. A float32
+// matrix may go through its Gram matrix (newton_schulz_through_gram: on a thread of its own,
+// or wherever float32 runs on oneDNN), where the difference in Q_k reaches the result
+// multiplied by Q's norm, at most a^steps (a = 3.4445, the quintic's largest gain).
+// bfloat16's products round their result once each (the bound of
 // Bfloat16NewtonSchulzIsCloseToFloat32OnEveryKernelPath).
 double float32_bound(int64_t rows, int64_t cols, int steps, bool own_thread) {
   const double gain =
-      own_thread && newton_schulz_through_gram(rows, cols, steps) ? std::pow(3.4445, steps) : 1;
+      newton_schulz_through_gram(rows, cols, steps, own_thread) ? std::pow(3.4445, steps) : 1;
   return gain * 3 * steps * std::max(rows, cols) * std::ldexp(1.0, -24);
+}
+
+// Runs f() with LibTorch's oneDNN turned on and off: float32's two CPU paths, oneDNN's API
+// (where its float32 kernels are AVX-512's) and BLAS, which AVX2-only CPUs take.
+template <class F>
+void with_and_without_onednn(const F& f) {
+  for (const bool onednn : {true, false}) {
+    at::globalContext().setUserEnabledMkldnn(onednn);
+    f(onednn);
+  }
+  at::globalContext().setUserEnabledMkldnn(true);
+}
+
+// Q's norm for one matrix g: the largest factor the steps multiply a singular value s of
+// g / |g|_F by, quintic(s) / s (at least 1). float32_bound takes the largest any matrix
+// could have, a^steps; a given matrix's is far smaller unless it is close to singular.
+double gram_gain(const torch::Tensor& g, int steps) {
+  const torch::Tensor x = g.to(torch::kFloat64);
+  const torch::Tensor values = torch::linalg_svdvals(x / x.norm());
+  double gain = 1.0;
+  for (int64_t i = 0; i < values.size(0); ++i) {
+    const double s = values[i].item<double>();
+    if (s > 0) gain = std::max(gain, quintic(s, steps) / s);
+  }
+  return gain;
+}
+
+// Float32 against float64 (the same steps through LibTorch's products), alone and on a thread
+// of its own, directly (24 x 24) and through the Gram matrix (16 x 64, and 64 x 16 as its
+// transpose) on each CPU path. The float64 iteration is exact enough to be the reference;
+// float32's rounding differs from it within float32_bound, with each matrix's own Q norm
+// (gram_gain) in place of a^steps.
+TEST(Muon, Float32NewtonSchulzIsCloseToFloat64OnEveryPath) {
+  ASSERT_FALSE(newton_schulz_through_gram(24, 24, kNewtonSchulzSteps, true));
+  ASSERT_TRUE(newton_schulz_through_gram(16, 64, kNewtonSchulzSteps, true));
+  const int threads = at::get_num_threads();
+  with_and_without_onednn([&](bool onednn) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{24, 24}, {16, 64}, {64, 16}}) {
+      torch::manual_seed(11);
+      const torch::Tensor g = torch::randn({2, rows, cols});
+      const torch::Tensor reference = newton_schulz(g.to(torch::kFloat64), torch::kFloat64);
+      for (const int t : {1, 2}) {  // 2 matrices on 2 threads: a thread each
+        at::set_num_threads(t);
+        const torch::Tensor o = newton_schulz(g, torch::kFloat32);
+        const bool gram = newton_schulz_through_gram(rows, cols, kNewtonSchulzSteps, t == 2);
+        for (int64_t i = 0; i < 2; ++i) {
+          const double gain = gram ? gram_gain(g[i], kNewtonSchulzSteps) : 1.0;
+          EXPECT_LT(relative_error(o[i], reference[i]),
+                    gain * 3 * kNewtonSchulzSteps * std::max(rows, cols) * std::ldexp(1.0, -24))
+              << rows << "x" << cols << ", oneDNN " << onednn << ", " << t << " threads";
+        }
+      }
+    }
+  });
+  at::set_num_threads(threads);
 }
 const double bfloat16_bound = 3 * kNewtonSchulzSteps * std::ldexp(1.0, -8);
 
 TEST(Muon, NewtonSchulzOfABatchIsEachMatrixAlone) {
   // Scales 3e4 apart: a norm over the whole batch instead of each matrix's would leave the
   // small one's singular values far below the basin, and its result far from orthogonal.
-  // Two shapes, for both float32 iterations of a matrix on its own thread: (40, 24) steps
+  // Two shapes, for both float32 iterations of a matrix on its own thread: (30, 24) steps
   // X directly, (16, 64) runs through its Gram matrix.
-  ASSERT_FALSE(newton_schulz_through_gram(40, 24, kNewtonSchulzSteps));
-  ASSERT_TRUE(newton_schulz_through_gram(16, 64, kNewtonSchulzSteps));
+  ASSERT_FALSE(newton_schulz_through_gram(30, 24, kNewtonSchulzSteps, true));
+  ASSERT_TRUE(newton_schulz_through_gram(16, 64, kNewtonSchulzSteps, true));
   const torch::Tensor scales = torch::tensor({1.0f, 1e-3f, 30.0f}).view({3, 1, 1});
-  // Both CPU paths: 2 threads take a matrix each (3 >= 2; float32 there by BLAS, whose
-  // result lands in the spare buffer after an odd number of direct steps), 4 split each
-  // batched product.
+  // Both ways of the threads: 2 threads take a matrix each (3 >= 2; float32 there by BLAS,
+  // whose result lands in the spare buffer after an odd number of direct steps, or by oneDNN),
+  // 4 split each batched product.
   const int threads = at::get_num_threads();
-  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{40, 24}, {16, 64}}) {
-    torch::manual_seed(9);
-    const torch::Tensor g = torch::randn({3, rows, cols}) * scales;
-    for (const int t : {2, 4}) {
-      at::set_num_threads(t);
-      for (const int steps : {kNewtonSchulzSteps, kNewtonSchulzSteps - 1}) {
-        // 4 threads split each batched product: the Gram path is the single thread's.
-        const bool own_thread = t == 2;
-        for (const auto& [dtype, bound] :
-             {std::pair{torch::kFloat32, float32_bound(rows, cols, steps, own_thread)},
-              std::pair{torch::kBFloat16, bfloat16_bound}}) {
-          const torch::Tensor batch = newton_schulz(g, dtype, steps);
-          ASSERT_EQ(batch.sizes(), g.sizes());
-          EXPECT_EQ(batch.scalar_type(), torch::kFloat32);
-          for (int64_t i = 0; i < g.size(0); ++i)
-            EXPECT_LT(relative_error(batch[i], newton_schulz(g[i], dtype, steps)), bound)
-                << rows << "x" << cols << " " << dtype << " " << i << ", " << t << " threads, "
-                << steps << " steps";
+  with_and_without_onednn([&](bool onednn) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{30, 24}, {16, 64}}) {
+      torch::manual_seed(9);
+      const torch::Tensor g = torch::randn({3, rows, cols}) * scales;
+      for (const int t : {2, 4}) {
+        at::set_num_threads(t);
+        for (const int steps : {kNewtonSchulzSteps, kNewtonSchulzSteps - 1}) {
+          // 4 threads split each batched product: BLAS's Gram path is the single thread's.
+          const bool own_thread = t == 2;
+          for (const auto& [dtype, bound] :
+               {std::pair{torch::kFloat32, float32_bound(rows, cols, steps, own_thread)},
+                std::pair{torch::kBFloat16, bfloat16_bound}}) {
+            const torch::Tensor batch = newton_schulz(g, dtype, steps);
+            ASSERT_EQ(batch.sizes(), g.sizes());
+            EXPECT_EQ(batch.scalar_type(), torch::kFloat32);
+            for (int64_t i = 0; i < g.size(0); ++i)
+              EXPECT_LT(relative_error(batch[i], newton_schulz(g[i], dtype, steps)), bound)
+                  << rows << "x" << cols << " " << dtype << " " << i << ", " << t << " threads, "
+                  << steps << " steps, oneDNN " << onednn;
+          }
         }
       }
     }
-  }
+  });
   at::set_num_threads(threads);
 }
 
@@ -152,23 +212,26 @@ TEST(Muon, NewtonSchulzOfSeveralBatchesIsEachMatrixAlone) {
       torch::randn({3, 40, 24}), torch::randn({3, 16, 64}) * 30.0, torch::randn({1, 24, 24}),
       torch::randn({2, 64, 16}) * 1e-3};
   const int threads = at::get_num_threads();
-  for (const int t : {2, 3}) {
-    at::set_num_threads(t);
-    for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-      const std::vector<torch::Tensor> out = newton_schulz(batches, dtype);
-      ASSERT_EQ(out.size(), batches.size());
-      for (size_t b = 0; b < batches.size(); ++b) {
-        ASSERT_EQ(out[b].sizes(), batches[b].sizes());
-        const int64_t rows = batches[b].size(1), cols = batches[b].size(2);
-        const double bound = dtype == torch::kFloat32
-                                 ? float32_bound(rows, cols, kNewtonSchulzSteps, true)
-                                 : bfloat16_bound;
-        for (int64_t i = 0; i < batches[b].size(0); ++i)
-          EXPECT_LT(relative_error(out[b][i], newton_schulz(batches[b][i], dtype)), bound)
-              << "batch " << b << " matrix " << i << ", " << dtype << ", " << t << " threads";
+  with_and_without_onednn([&](bool onednn) {
+    for (const int t : {2, 3}) {
+      at::set_num_threads(t);
+      for (const auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+        const std::vector<torch::Tensor> out = newton_schulz(batches, dtype);
+        ASSERT_EQ(out.size(), batches.size());
+        for (size_t b = 0; b < batches.size(); ++b) {
+          ASSERT_EQ(out[b].sizes(), batches[b].sizes());
+          const int64_t rows = batches[b].size(1), cols = batches[b].size(2);
+          const double bound = dtype == torch::kFloat32
+                                   ? float32_bound(rows, cols, kNewtonSchulzSteps, true)
+                                   : bfloat16_bound;
+          for (int64_t i = 0; i < batches[b].size(0); ++i)
+            EXPECT_LT(relative_error(out[b][i], newton_schulz(batches[b][i], dtype)), bound)
+                << "batch " << b << " matrix " << i << ", " << dtype << ", " << t
+                << " threads, oneDNN " << onednn;
+        }
       }
     }
-  }
+  });
   at::set_num_threads(threads);
 }
 

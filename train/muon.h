@@ -35,7 +35,7 @@ bool bfloat16_products_sum_in_float32();
 // Gram matrices) a matmul call costs more in overhead than in arithmetic, and one batched
 // bfloat16 call ran 4.5x the rate of the same products called one by one
 // (docs/MEASUREMENTS.md). Float32 goes through oneDNN too where its float32 kernels are
-// AVX-512's: 0.59 of the time BLAS took at the default model's shapes. Elsewhere a float32
+// AVX-512's: 0.58-0.59 of the time BLAS took at the default model's shapes. Elsewhere a float32
 // matrix on its own thread takes its two symmetric products (X X^T and A A) as BLAS syrk,
 // which does half of gemm's multiply-adds (the float32 optimizer step fell from 16-18 to
 // 13-14 ms). Either way a wide float32 matrix may iterate on its n x n Gram matrix instead

@@ -133,11 +133,11 @@ double gram_gain(const torch::Tensor& g, int steps) {
   return gain;
 }
 
-// Float32 against float64 (the same steps through LibTorch's products), alone and on a thread
-// of its own, directly (24 x 24) and through the Gram matrix (16 x 64, and 64 x 16 as its
-// transpose) on each CPU path. The float64 iteration is exact enough to be the reference;
-// float32's rounding differs from it within float32_bound, with each matrix's own Q norm
-// (gram_gain) in place of a^steps.
+// Float32 against float64 (the same steps through LibTorch's products), matrices on threads of
+// their own and alone, directly (24 x 24) and through the Gram matrix (16 x 64, and 64 x 16 as
+// its transpose) on each CPU path. The float64
+// iteration is exact enough to be the reference; float32's rounding differs from it within
+// float32_bound, with each matrix's own Q norm (gram_gain) in place of a^steps.
 TEST(Muon, Float32NewtonSchulzIsCloseToFloat64OnEveryPath) {
   ASSERT_FALSE(newton_schulz_through_gram(24, 24, kNewtonSchulzSteps, true));
   ASSERT_TRUE(newton_schulz_through_gram(16, 64, kNewtonSchulzSteps, true));
@@ -147,15 +147,22 @@ TEST(Muon, Float32NewtonSchulzIsCloseToFloat64OnEveryPath) {
       torch::manual_seed(11);
       const torch::Tensor g = torch::randn({2, rows, cols});
       const torch::Tensor reference = newton_schulz(g.to(torch::kFloat64), torch::kFloat64);
-      for (const int t : {1, 2}) {  // 2 matrices on 2 threads: a thread each
+      // 2 matrices on 1 or 2 threads: each on a thread of its own (one after the other on 1).
+      for (const int t : {1, 2}) {
         at::set_num_threads(t);
         const torch::Tensor o = newton_schulz(g, torch::kFloat32);
-        const bool gram = newton_schulz_through_gram(rows, cols, kNewtonSchulzSteps, t == 2);
+        const bool gram = newton_schulz_through_gram(rows, cols, kNewtonSchulzSteps, true);
+        const bool alone_gram = newton_schulz_through_gram(rows, cols, kNewtonSchulzSteps, false);
         for (int64_t i = 0; i < 2; ++i) {
-          const double gain = gram ? gram_gain(g[i], kNewtonSchulzSteps) : 1.0;
-          EXPECT_LT(relative_error(o[i], reference[i]),
-                    gain * 3 * kNewtonSchulzSteps * std::max(rows, cols) * std::ldexp(1.0, -24))
+          const auto bound = [&](bool through_gram) {
+            const double gain = through_gram ? gram_gain(g[i], kNewtonSchulzSteps) : 1.0;
+            return gain * 3 * kNewtonSchulzSteps * std::max(rows, cols) * std::ldexp(1.0, -24);
+          };
+          EXPECT_LT(relative_error(o[i], reference[i]), bound(gram))
               << rows << "x" << cols << ", oneDNN " << onednn << ", " << t << " threads";
+          EXPECT_LT(relative_error(newton_schulz(g[i], torch::kFloat32), reference[i]),
+                    bound(alone_gram))
+              << rows << "x" << cols << " alone, oneDNN " << onednn << ", " << t << " threads";
         }
       }
     }

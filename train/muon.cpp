@@ -198,7 +198,7 @@ double onednn_gram_multiply_adds(double n, double m, int steps) {
 // ops/onednn_matmul.h), unless the user turned oneDNN off (as LibTorch's own products
 // take it). The default model's matrices on one thread: 0.58-0.59 of BLAS's time with the Haswell
 // kernels (docs/MEASUREMENTS.md, round fifteen); on an AVX2-only CPU oneDNN's float32 kernel is
-// no faster than BLAS, and syrk halves the Gram products there.
+// no faster than BLAS, and syrk halves the symmetric products (X X^T, A A) there.
 bool float32_on_onednn() {
   return onednn_float32_beats_blas() && at::globalContext().userEnabledMkldnn();
 }

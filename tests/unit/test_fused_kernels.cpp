@@ -13,6 +13,7 @@
 
 #include "model/attention.h"
 #include "model/kernels/causal_attention.h"
+#include "model/kernels/cross_entropy.h"
 #include "model/kernels/element_io.h"
 #include "model/kernels/kernel_choice.h"
 #include "model/kernels/matrix_vector.h"
@@ -305,6 +306,95 @@ TEST(FusedKernels, SwigluInBfloat16IsTheFloat32KernelRoundedOnce) {
     const std::string at = " at H " + std::to_string(H);
     expect_rounded_once(ours.out, ref.out, ("output" + at).c_str());
     expect_rounded_once(ours.grads[0], ref.grads[0], ("gradient" + at).c_str());
+  }
+}
+
+// ---- cross entropy ----
+
+Kernel cross_entropy_fused(const torch::Tensor& targets) {
+  return [targets](const Inputs& in) { return fused_cross_entropy(in[0], targets); };
+}
+
+Kernel cross_entropy_libtorch(const torch::Tensor& targets) {
+  return [targets](const Inputs& in) { return torch::cross_entropy_loss(in[0], targets); };
+}
+
+TEST(FusedKernels, CrossEntropyOfAWorkedExample) {
+  // Row 0: z = (0, ln 3), target 0: softmax (1/4, 3/4), loss ln 4. Row 1: z = (ln 3, 0),
+  // target 0: softmax (3/4, 1/4), loss ln 4/3. The mean's gradient: (softmax - onehot) / 2.
+  const double ln3 = std::log(3.0);
+  const torch::Tensor z = torch::tensor({0.0, ln3, ln3, 0.0}, torch::kFloat64).view({2, 2});
+  const torch::Tensor t = torch::tensor({0, 0}, torch::kLong);
+  const torch::Tensor probe = torch::ones({}, torch::kFloat64);
+  const Evaluated e = evaluate(cross_entropy_fused(t), {z}, probe);
+  EXPECT_NEAR(e.out.item<double>(), (std::log(4.0) + std::log(4.0 / 3.0)) / 2, 1e-15);
+  const torch::Tensor expected =
+      torch::tensor({-3.0 / 8, 3.0 / 8, -1.0 / 8, 1.0 / 8}, torch::kFloat64).view({2, 2});
+  EXPECT_LT(test::max_abs_diff(e.grads[0], expected), 1e-15);
+}
+
+TEST(FusedKernels, CrossEntropyEqualsLibTorchInValueAndGradient) {
+  // Logits up to ~100: without the row's max taken out, exp overflows float32. Both sides
+  // round: a row's lse sums V exponentials (V + 2 units of float32's epsilon, relative),
+  // then adds the max and subtracts the target's logit (a unit of each's magnitude); the
+  // gradient is a probability, at most 1, of the same exponent, over N.
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (const int64_t V : {1, 7, 65, 1000}) {
+    for (const double magnitude : {1.0, 30.0}) {
+      const int64_t N = 37;
+      const torch::Tensor z = random_inputs({{N, V}}, torch::kFloat32, 31)[0] * magnitude;
+      const torch::Tensor t = torch::randint(V, {N}, torch::kLong);
+      const torch::Tensor probe = torch::ones({}, torch::kFloat32);
+      const Evaluated ours = evaluate(cross_entropy_fused(t), {z}, probe);
+      const Evaluated ref = evaluate(cross_entropy_libtorch(t), {z}, probe);
+      const double zmax = z.abs().max().item<double>();
+      const double bound = 2 * (V + 8 + 3 * zmax) * eps;
+      const std::string at = "V " + std::to_string(V) + ", logits x" + std::to_string(magnitude);
+      EXPECT_NEAR(ours.out.item<double>(), ref.out.item<double>(), bound) << at;
+      EXPECT_LT(test::max_abs_diff(ours.grads[0], ref.grads[0]), bound / N) << at;
+    }
+  }
+}
+
+TEST(FusedKernels, CrossEntropyPassesFiniteDifferences) {
+  const torch::Tensor t = torch::tensor({3, 0, 4, 4, 1}, torch::kLong);
+  expect_finite_differences(cross_entropy_fused(t), random_inputs({{5, 6}}, torch::kFloat64, 32),
+                            33);
+}
+
+TEST(FusedKernels, CrossEntropyOfBfloat16IsTheFloat32KernelsRoundedOnce) {
+  // Under autocast the logits are bfloat16: the loss is float32 (autocast's cross_entropy
+  // casts them up), the gradient handed back bfloat16, the float32 one rounded once. The
+  // model's shape: 384 rows of 65.
+  const int64_t N = 384, V = 65;
+  const torch::Tensor z =
+      (random_inputs({{N, V}}, torch::kFloat32, 34)[0] * 4).to(torch::kBFloat16);
+  const torch::Tensor t = torch::randint(V, {N}, torch::kLong);
+  const torch::Tensor probe = torch::ones({}, torch::kFloat32);
+  const Kernel between_casts = [t](const Inputs& in) {
+    return fused_cross_entropy(in[0].to(torch::kFloat32), t);
+  };
+  const Evaluated ours = evaluate(cross_entropy_fused(t), {z}, probe);
+  const Evaluated ref = evaluate(between_casts, {z}, probe);
+  ASSERT_EQ(ours.out.scalar_type(), torch::kFloat32);
+  const double eps = std::numeric_limits<float>::epsilon();
+  EXPECT_NEAR(ours.out.item<double>(), ref.out.item<double>(),
+              (V + 8 + 3 * z.to(torch::kFloat32).abs().max().item<double>()) * eps);
+  expect_rounded_once(ours.grads[0], ref.grads[0].to(torch::kBFloat16), "gradient");
+}
+
+TEST(FusedKernels, CrossEntropyNamesATargetOutsideTheVocabulary) {
+  const torch::Tensor z = torch::zeros({3, 5});
+  for (const int64_t bad : {int64_t{5}, int64_t{-1}, int64_t{-100}}) {
+    try {
+      fused_cross_entropy(z, torch::tensor({int64_t{0}, bad, int64_t{2}}));
+      ADD_FAILURE() << "target " << bad << " was taken";
+    } catch (const c10::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("target " + std::to_string(bad) +
+                                           " at row 1 is outside the vocabulary [0, 5)"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 

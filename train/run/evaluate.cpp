@@ -4,6 +4,8 @@
 
 #include <ATen/record_function.h>
 
+#include "model/kernels/cross_entropy.h"
+#include "model/kernels/kernel_choice.h"
 #include "model/scoped_mode.h"
 #include "model/window_loss.h"
 
@@ -11,7 +13,10 @@ namespace tinylm {
 
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
   RECORD_USER_SCOPE("tinylm::loss");  // a profiler's category (train/step_profile.h)
-  return torch::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), targets.reshape({-1}));
+  const torch::Tensor rows = logits.reshape({-1, logits.size(-1)}), t = targets.reshape({-1});
+  if (fused_kernel_takes(rows) && t.scalar_type() == torch::kLong && t.device().is_cpu())
+    return fused_cross_entropy(rows, t);
+  return torch::cross_entropy_loss(rows, t);
 }
 
 namespace {

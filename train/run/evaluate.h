@@ -33,7 +33,8 @@ inline double bits_per_byte(double loss, double tokens_per_byte) {
   return loss / 0.6931471805599453 * tokens_per_byte;
 }
 
-// Mean cross entropy of logits (B, T, V) against targets (B, T).
+// Mean cross entropy of logits (B, T, V) against targets (B, T): the fused kernel's
+// (model/kernels/cross_entropy.h) where it takes the logits, else LibTorch's.
 torch::Tensor next_token_loss(const torch::Tensor& logits, const torch::Tensor& targets);
 
 }  // namespace tinylm

@@ -11,6 +11,7 @@
 
 #include "model/kernels/element_io.h"
 #include "model/kernels/row_chunks.h"
+#include "model/kernels/row_max.h"
 #include "model/kernels/tile_gemm.h"
 
 namespace tinylm {
@@ -93,9 +94,6 @@ TINYLM_CPU_CLONES void rotate_rows(const In* in, Out* out, const T* rotation, La
 // over the masked tail too, so that they have no scalar remainder (which cost half the
 // softmax's time).
 template <class T>
-constexpr int64_t kLanes = 64 / sizeof(T);  // one AVX-512 register
-
-template <class T>
 int64_t whole_vectors_to(int64_t i, int64_t Tn) {
   return std::min(Tn, (i + kLanes<T>) / kLanes<T> * kLanes<T>);
 }
@@ -106,22 +104,14 @@ int64_t whole_vectors_to(int64_t i, int64_t Tn) {
 // So the masked tail of the row's last vector first takes row[0]'s score (a value that
 // changes neither the max nor, once zeroed, the sum) and is zeroed after the exponentials.
 // (A very negative score instead would cost more: libmvec's expf takes a scalar path for
-// each lane that underflows.) The max is taken lane by lane in a whole vector, which GCC
-// keeps in a register: over the row's variable length it ran the scalar loop.
+// each lane that underflows.) The max: row_max.h.
 template <class T>
 TINYLM_CPU_CLONES void causal_softmax_rows(T* S, int64_t Tn, int64_t begin, int64_t end) {
   for (int64_t i = begin; i < end; ++i) {
     T* row = S + i * Tn;
     const int64_t n = whole_vectors_to<T>(i, Tn);
     for (int64_t j = i + 1; j < n; ++j) row[j] = row[0];
-    T lane_max[kLanes<T>];
-    for (int64_t k = 0; k < kLanes<T>; ++k) lane_max[k] = row[0];
-    for (int64_t j0 = 0; j0 + kLanes<T> <= n; j0 += kLanes<T>)
-      for (int64_t k = 0; k < kLanes<T>; ++k) lane_max[k] = std::max(lane_max[k], row[j0 + k]);
-    for (int64_t j = n / kLanes<T> * kLanes<T>; j < n; ++j)
-      lane_max[0] = std::max(lane_max[0], row[j]);
-    T max = lane_max[0];
-    for (int64_t k = 1; k < kLanes<T>; ++k) max = std::max(max, lane_max[k]);
+    const T max = row_max(row, n);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - max);
     for (int64_t j = i + 1; j < Tn; ++j) row[j] = 0;

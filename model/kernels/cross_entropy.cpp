@@ -12,6 +12,7 @@
 
 #include "model/kernels/element_io.h"
 #include "model/kernels/row_chunks.h"
+#include "model/kernels/row_max.h"
 
 namespace tinylm {
 namespace {
@@ -40,9 +41,7 @@ TINYLM_CPU_CLONES double cross_entropy_rows(const T* z, const int64_t* targets, 
   double sum = 0;
   for (int64_t n = begin; n < end; ++n) {
     const W* row = widened_row(z + n * V, V, buffer);
-    W max = row[0];
-#pragma omp simd reduction(max : max)
-    for (int64_t v = 0; v < V; ++v) max = std::max(max, row[v]);
+    const W max = row_max(row, V);
     W s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t v = 0; v < V; ++v) s += std::exp(row[v] - max);

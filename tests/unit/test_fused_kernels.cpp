@@ -343,7 +343,8 @@ TEST(FusedKernels, CrossEntropyEqualsLibTorchInValueAndGradient) {
     for (const double magnitude : {1.0, 30.0}) {
       const int64_t N = 37;
       const torch::Tensor z = random_inputs({{N, V}}, torch::kFloat32, 31)[0] * magnitude;
-      const torch::Tensor t = torch::randint(V, {N}, torch::kLong);
+      auto rng = at::make_generator<at::CPUGeneratorImpl>(V);
+      const torch::Tensor t = torch::randint(V, {N}, rng, torch::kLong);
       const torch::Tensor probe = torch::ones({}, torch::kFloat32);
       const Evaluated ours = evaluate(cross_entropy_fused(t), {z}, probe);
       const Evaluated ref = evaluate(cross_entropy_libtorch(t), {z}, probe);
@@ -369,7 +370,8 @@ TEST(FusedKernels, CrossEntropyOfBfloat16IsTheFloat32KernelsRoundedOnce) {
   const int64_t N = 384, V = 65;
   const torch::Tensor z =
       (random_inputs({{N, V}}, torch::kFloat32, 34)[0] * 4).to(torch::kBFloat16);
-  const torch::Tensor t = torch::randint(V, {N}, torch::kLong);
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(35);
+  const torch::Tensor t = torch::randint(V, {N}, rng, torch::kLong);
   const torch::Tensor probe = torch::ones({}, torch::kFloat32);
   const Kernel between_casts = [t](const Inputs& in) {
     return fused_cross_entropy(in[0].to(torch::kFloat32), t);

@@ -4,9 +4,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <algorithm>
 #include <cmath>
-#include <string>
 #include <type_traits>
 #include <vector>
 

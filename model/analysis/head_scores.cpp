@@ -12,6 +12,15 @@ const std::vector<std::string>& head_target_names() {
   return names;
 }
 
+const std::vector<std::string>& head_score_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = head_target_names();
+    all.push_back("entropy");
+    return all;
+  }();
+  return names;
+}
+
 torch::Tensor target_matrix(const std::string& target, const torch::Tensor& tokens) {
   const int64_t B = tokens.size(0), T = tokens.size(1);
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
@@ -54,7 +63,7 @@ torch::Tensor entropy_sum(const torch::Tensor& pattern) {
 
 HeadScores head_scores(GPT& model, const torch::Tensor& tokens, int64_t induction_from) {
   SurveyOptions options;
-  options.scores = true;
+  options.scores = head_score_names();
   options.induction_from = induction_from;
   return survey_windows(model, tokens, {}, options).scores;
 }

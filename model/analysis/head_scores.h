@@ -19,6 +19,8 @@ namespace tinylm {
 
 // The target names above, in that order; "entropy" is reported beside them.
 const std::vector<std::string>& head_target_names();
+// The target names and "entropy": every score a survey can reduce.
+const std::vector<std::string>& head_score_names();
 
 // P for each row of tokens: (B, T) int64 -> (B, T, T) float 0/1.
 torch::Tensor target_matrix(const std::string& target, const torch::Tensor& tokens);

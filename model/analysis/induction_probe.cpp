@@ -37,7 +37,7 @@ ProbeLosses probe_losses(GPT& model, const torch::Tensor& probe) {
 
 ProbeResult run_induction_probe(GPT& model, const torch::Tensor& probe) {
   SurveyOptions options;
-  options.scores = true;
+  options.scores = {"previous_token", "induction"};  // what a reading records
   options.induction_from = probe.size(1) / 2;
   const WindowSurvey survey = survey_windows(model, probe, probe_targets(probe), options);
   return {survey.scores, probe_losses(survey)};

@@ -35,7 +35,7 @@ struct WindowSurvey;
 ProbeLosses probe_losses(const WindowSurvey& survey);
 
 struct ProbeResult {
-  HeadScores scores;  // induction counts rows of the second half only
+  HeadScores scores;  // previous_token and induction, which counts the second half's rows only
   ProbeLosses losses;
 };
 

@@ -51,9 +51,12 @@ WindowSurvey survey_windows(GPT& model, const torch::Tensor& inputs, const torch
   s.length = T;
   std::map<std::string, torch::Tensor> sums;
   std::map<std::string, int64_t> counted;
-  if (o.scores) {
-    for (const std::string& name : head_target_names()) sums[name] = torch::zeros({L, nh}, f64);
-    sums["entropy"] = torch::zeros({L, nh}, f64);
+  for (const std::string& name : o.scores) {
+    const auto& known = head_score_names();
+    if (std::find(known.begin(), known.end(), name) == known.end() || sums.count(name) != 0)
+      throw std::invalid_argument("survey_windows: head score \"" + name +
+                                  "\" is unknown or asked twice");
+    sums[name] = torch::zeros({L, nh}, f64);
   }
   if (targets.defined()) s.position_nats = torch::zeros({T}, f64);
   if (o.head_outputs || o.attribution) s.z_sum = torch::zeros({L, nh, hs}, f64);
@@ -81,24 +84,27 @@ WindowSurvey survey_windows(GPT& model, const torch::Tensor& inputs, const torch
 
     std::map<std::string, torch::Tensor> target_of;
     torch::Tensor induction_rows;
-    if (o.scores) {
-      for (const std::string& name : head_target_names()) target_of[name] = target_matrix(name, x);
-      if (o.induction_from > 0)
-        induction_rows = (torch::arange(T) >= o.induction_from).expand({b, T});
-    }
+    for (const std::string& name : o.scores)
+      if (name != "entropy") target_of[name] = target_matrix(name, x);
+    if (o.induction_from > 0 && sums.count("induction") != 0)
+      induction_rows = (torch::arange(T) >= o.induction_from).expand({b, T});
     std::vector<HookHandle> reads;
     for (int64_t l = 0; l < L; ++l) {
-      if (o.scores) {
+      if (!o.scores.empty()) {
         reads.push_back(model->add_hook(
             hook_name(l, "attn.hook_pattern"), [&, l](const torch::Tensor& p, const std::string&) {
               const torch::Tensor p64 = p.to(torch::kFloat64);  // once, not once per score
-              for (const std::string& name : head_target_names()) {
+              for (const std::string& name : o.scores) {
+                if (name == "entropy") {
+                  sums[name][l] += entropy_sum(p64);
+                  if (l == 0) counted[name] += b * T;
+                  continue;
+                }
                 const ScoreSum sum = score_sum(
                     p64, target_of[name], name == "induction" ? induction_rows : torch::Tensor());
                 sums[name][l] += sum.sum;
                 if (l == 0) counted[name] += sum.rows;
               }
-              sums["entropy"][l] += entropy_sum(p64);
               return p;
             }));
       }
@@ -122,9 +128,8 @@ WindowSurvey survey_windows(GPT& model, const torch::Tensor& inputs, const torch
     reads.clear();
     if (targets.defined())
       s.position_nats += next_token_losses(model, normalized, y).to(torch::kFloat64).sum(0);
-    counted["entropy"] += b * T;
   }
-  if (o.scores) {
+  if (!o.scores.empty()) {
     s.scores.sequences = N;
     s.scores.length = T;
     for (auto& [name, sum] : sums) {

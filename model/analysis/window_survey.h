@@ -8,6 +8,8 @@
 // GPT-2-shaped model's (T, T) patterns and 50257-wide logits never exist for all at once.
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -18,7 +20,9 @@
 namespace tinylm {
 
 struct SurveyOptions {
-  bool scores = false;         // head scores from the patterns
+  // The head scores to reduce from the patterns, by name (head_score_names()); none: the
+  // patterns are not read.
+  std::vector<std::string> scores;
   int64_t induction_from = 0;  // as head_scores' induction_from
   bool head_outputs = false;   // each head's z summed
   bool attribution = false;    // the gradients (needs targets)

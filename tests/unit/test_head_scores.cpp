@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "model/analysis/head_scores.h"
+#include "model/analysis/window_survey.h"
 #include "small_model.h"
 
 namespace tinylm {
@@ -67,6 +68,30 @@ TEST(HeadScores, InductionRowsCanBeLimitedToTheSecondHalf) {
   EXPECT_NEAR(
       head_scores(model, kTokens, /*induction_from=*/3).values.at("induction")[0][0].item<double>(),
       0.2, 1e-7);
+}
+
+// A survey reduces the scores it is asked for, each as a survey of all of them does, and
+// refuses a name it does not know or is asked for twice.
+TEST(HeadScores, ASurveyReducesOnlyTheScoresAskedFor) {
+  GPT model = random_model(test::small_config());
+  const torch::Tensor tokens = torch::randint(model->config().vocab_size, {3, 8},
+                                              at::make_generator<at::CPUGeneratorImpl>(5));
+  SurveyOptions all, two;
+  all.scores = head_score_names();
+  two.scores = {"induction", "entropy"};
+  all.induction_from = two.induction_from = 4;
+  const HeadScores every = survey_windows(model, tokens, {}, all).scores;
+  const HeadScores asked = survey_windows(model, tokens, {}, two).scores;
+  ASSERT_EQ(every.values.size(), head_score_names().size());
+  ASSERT_EQ(asked.values.size(), 2u);
+  for (const std::string& name : two.scores)
+    EXPECT_TRUE(torch::equal(asked.values.at(name), every.values.at(name))) << name;
+  for (const std::vector<std::string>& wrong : {std::vector<std::string>{"induction", "induction"},
+                                                std::vector<std::string>{"inductive"}}) {
+    SurveyOptions o;
+    o.scores = wrong;
+    EXPECT_THROW(survey_windows(model, tokens, {}, o), std::invalid_argument) << wrong.back();
+  }
 }
 
 }  // namespace

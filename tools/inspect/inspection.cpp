@@ -80,7 +80,8 @@ FeaturesView inspect_features(LoadedRun& run, const fs::path& run_dir, const std
                               const torch::Tensor& tokens, const std::string& source,
                               int64_t budget) {
   const fs::path named = run_dir / "saes" / sae;
-  const fs::path dir = sae.find('/') == std::string::npos && fs::is_directory(named) ? named : fs::path(sae);
+  const fs::path dir =
+      sae.find('/') == std::string::npos && fs::is_directory(named) ? named : fs::path(sae);
   LoadedSae loaded = load_sae(dir);
   FeaturesView view;
   view.dir = dir.string();
@@ -96,9 +97,10 @@ FeaturesView inspect_features(LoadedRun& run, const fs::path& run_dir, const std
                              ", which this model cannot give: " + e.what());
   }
   if (hook->width() != view.shape.d_in) {
-    throw std::runtime_error("the SAE in " + dir.string() + " reads " + std::to_string(view.shape.d_in) +
-                             " numbers at " + loaded.origin.hook + ", where this model has " +
-                             std::to_string(hook->width()) + ": it belongs to another model");
+    throw std::runtime_error("the SAE in " + dir.string() + " reads " +
+                             std::to_string(view.shape.d_in) + " numbers at " + loaded.origin.hook +
+                             ", where this model has " + std::to_string(hook->width()) +
+                             ": it belongs to another model");
   }
   const int64_t T = run.model->config().block_size;
   const torch::Tensor windows = consecutive_windows(tokens, T + 1, budget, source, "--features");
@@ -183,7 +185,7 @@ std::pair<std::optional<HeadsView>, std::optional<AblationView>> inspect_windows
     SurveyOptions on_windows = attribution ? ablation_survey_options(false, 0) : SurveyOptions{};
     SurveyOptions on_probe =
         attribution ? ablation_survey_options(true, data.probe.size(1)) : SurveyOptions{};
-    on_windows.scores = on_probe.scores = scores;
+    on_windows.scores = on_probe.scores = scores ? head_score_names() : std::vector<std::string>{};
     on_probe.induction_from = R;
     return WindowSetSurveys{
         survey_windows(run.model, data.windows.slice(1, 0, T), data.windows.slice(1, 1, T + 1),

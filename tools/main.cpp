@@ -61,9 +61,9 @@ int run_chosen(CLI::App& app, const Commands& commands) {
 }
 
 // Ends the process with `code` without running the static destructors: LibTorch's unregister
-// each of its operators, about 70 ms of every command (docs/MEASUREMENTS.md), and by now the
-// command has closed all it opened. The logs and stdout are flushed first. A sanitizer build
-// exits normally, so that LeakSanitizer still checks at exit.
+// each of its operators, 30-90 ms of a command (docs/MEASUREMENTS.md, round seventeen), and by
+// now the command has closed all it opened. The logs and stdout are flushed first. A sanitizer
+// build exits normally, so that LeakSanitizer still checks at exit.
 int exit_now(int code) {
 #ifdef TINYLM_SANITIZE
   return code;

@@ -15,8 +15,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <tuple>
 
@@ -162,9 +162,12 @@ struct Mfu {
 struct TrainingSpeed {
   double ms_per_step = 0.0, tokens_per_s = 0.0, model_gflops = 0.0;
   Mfu mfu, mfu_gemm, mfu_fastest;
+  // Muon's Newton-Schulz per step (newton_schulz_flops, nominal; 0 without Muon): the
+  // optimizer's matmuls, which MFU leaves out, and the model's FLOPs with them per second.
+  double newton_schulz_gflop_per_step = 0.0, step_gflops = 0.0;
   double operators_ms_per_step = 0.0;  // the same steps without the fused kernels
   int replicas = 1;                    // thread replicas the steps used (train/thread_replicas.h)
-  double split_ms_per_step = 0.0;  // with replicas: the steps through one model instead
+  double split_ms_per_step = 0.0;      // with replicas: the steps through one model instead
   double flops_per_token = 0.0, batch_draw_ms = 0.0;
   StepProfile profile;  // where a step's time goes
 };
@@ -267,6 +270,8 @@ TrainingSpeed measure_training(GPT& model, const RunConfig& config, const RunDat
   if (replicas) speed.split_ms_per_step = median(variants[2].seconds) * 1e3;
   speed.tokens_per_s = tokens_per_step / step_s;
   speed.model_gflops = model_gflops;
+  speed.newton_schulz_gflop_per_step = optimizer.newton_schulz_flops() / 1e9;
+  speed.step_gflops = model_gflops + speed.newton_schulz_gflop_per_step / step_s;
   speed.flops_per_token = flops_per_token(model);
   speed.batch_draw_ms = batch_s * 1e3;
   // The profile times operators on the CPU; a device's kernels run asynchronously to them.
@@ -363,6 +368,8 @@ json report_json(const BenchReport& r, const BenchArgs& args, const RunConfig& c
             {"mfu_gemm_rate", t.mfu_gemm.rate},
             {"mfu_fastest", t.mfu_fastest.fraction},
             {"mfu_fastest_rate", t.mfu_fastest.rate},
+            {"newton_schulz_gflop_per_step", t.newton_schulz_gflop_per_step},
+            {"step_gflops", t.step_gflops},
             {"flops_per_token", t.flops_per_token},
             {"batch_draw_ms", t.batch_draw_ms},
             {"profile", profile_json(t.profile)}}},
@@ -410,6 +417,12 @@ void print_report(const BenchReport& r, const BenchArgs& args, const RunConfig& 
                                 {"big-GEMM rate", &t.mfu_gemm},
                                 {"fastest rate measured", &t.mfu_fastest}}) {
     std::printf("| MFU over the %s (%s) | %.0f%% |\n", what, m->rate.c_str(), 100.0 * m->fraction);
+  }
+  if (t.newton_schulz_gflop_per_step > 0) {
+    std::printf(
+        "| the model's and Newton-Schulz's FLOPs (%.2f GFLOP a step, nominal) over the "
+        "model-shaped rate | %.1f GFLOP/s: %.0f%% |\n",
+        t.newton_schulz_gflop_per_step, t.step_gflops, 100.0 * t.step_gflops / t.mfu.gflops);
   }
   std::printf("| drawing one batch | %.3f ms |\n", t.batch_draw_ms);
   for (const SamplingSpeed& s : r.sampling) {

@@ -97,6 +97,14 @@ int64_t AdamW::muon_matrices() const {
   return std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.muon; });
 }
 
+double AdamW::newton_schulz_flops() const {
+  double flops = 0.0;
+  for (const MuonBatch& batch : muon_batches_)  // shape: a matrix's (rows, cols)
+    flops += static_cast<double>(batch.count) *
+             tinylm::newton_schulz_flops(batch.shape[0], batch.shape[1]);
+  return flops;
+}
+
 void AdamW::muon_step(double lr) {
   std::vector<MuonMatrices> batches;
   for (const MuonBatch& batch : muon_batches_) {

@@ -55,6 +55,8 @@ class AdamW {
   NamedTensors moments() const;
   // Parameters Muon updates (0 with AdamW alone).
   int64_t muon_matrices() const;
+  // The FLOPs of a step's Newton-Schulz iterations over those matrices (newton_schulz_flops).
+  double newton_schulz_flops() const;
   // Restores moments saved by moments() after `steps` steps; throws naming `source` and the
   // parameter when one is missing or misshapen.
   void restore(const std::map<std::string, torch::Tensor>& moments, int64_t steps,

@@ -417,6 +417,12 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype, int
   return newton_schulz(std::vector<torch::Tensor>{g}, dtype, steps)[0];
 }
 
+double newton_schulz_flops(int64_t rows, int64_t cols, int steps) {
+  const double n = static_cast<double>(std::min(rows, cols)),
+               m = static_cast<double>(std::max(rows, cols));
+  return steps * (4.0 * n * n * m + 2.0 * n * n * n);
+}
+
 void muon_update(const std::vector<MuonMatrices>& batches, double lr, double mu, double decay,
                  torch::ScalarType dtype) {
   torch::NoGradGuard no_grad;

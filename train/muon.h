@@ -60,6 +60,13 @@ std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batch
 // gate-and-up matrix (n_embd x 16/3 n_embd), 68% for c_attn.
 bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps, bool own_thread);
 
+// The FLOPs of `steps` direct Newton-Schulz steps on a (rows, cols) matrix, two per
+// multiply-add: with n <= m its sides, each step's A = X X^T (n x m x n), A A (n^3) and B X
+// (n x n x m), steps (4 n^2 m + 2 n^3). Nominal: the Gram route and syrk do fewer, so a rate
+// from it is the rate the direct iteration would have needed. `bench` counts it beside the
+// model's FLOPs.
+double newton_schulz_flops(int64_t rows, int64_t cols, int steps = kNewtonSchulzSteps);
+
 // One batch of same-shaped matrices (count, rows, cols) or one matrix (rows, cols) for Muon.
 struct MuonMatrices {
   torch::Tensor param, grad, momentum;

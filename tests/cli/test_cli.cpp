@@ -14,6 +14,7 @@
 #include "data/io/files.h"
 #include "small_model.h"
 #include "test_util.h"
+#include "train/adamw.h"
 #include "train/blas_core.h"
 
 namespace tinylm {
@@ -303,9 +304,10 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   EXPECT_EQ(j["attention"]["patterns"][1].size(), 2u);
   EXPECT_EQ(j["ablation"]["heads"].size(), 4u);
   // bench on its config: every figure present and positive.
-  r = run_tinylm({"bench", config.string(), "--repeats", "1", "--steps", "1", "--max-new-tokens",
-                  "8", "--num-samples", "2", "--json", "--model.pos_encoding=rope"},
-                 false);
+  r = run_tinylm(
+      {"bench", config.string(), "--repeats", "1", "--steps", "1", "--max-new-tokens", "8",
+       "--num-samples", "2", "--json", "--model.pos_encoding=rope", "--train.optimizer=muon"},
+      false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto b = nlohmann::json::parse(r.output);
   ASSERT_EQ(b["matmul"].size(), 4u);
@@ -336,15 +338,25 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
     const std::string named = b["training"][std::string(key) + "_rate"].get<std::string>();
     EXPECT_NE(named.find(fmt::format("{:.1f} GFLOP/s", rate)), std::string::npos) << named;
   }
+  // With Muon's Newton-Schulz, its nominal FLOPs per step (train/muon.h) for the model's
+  // matrices: the model's and the optimizer's FLOPs per second.
+  TrainConfig with_muon;
+  with_muon.optimizer = OptimizerKind::kMuon;
+  const double newton_schulz = b["training"]["newton_schulz_gflop_per_step"].get<double>();
+  EXPECT_GT(newton_schulz, 0.0);
+  EXPECT_NEAR(newton_schulz, AdamW(bench_model, with_muon).newton_schulz_flops() / 1e9,
+              1e-12 * newton_schulz);
+  EXPECT_NEAR(b["training"]["step_gflops"].get<double>(), gflops + newton_schulz * 1e3 / ms,
+              1e-9 * gflops);
   ASSERT_EQ(b["sampling"].size(), 4u);
   for (const auto& s : b["sampling"]) EXPECT_GT(s["tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(b["memory"]["peak_rss_mb"].get<double>(), 0.0);
 
   // train's last metrics line says where its time went: parts that sum to the wall time.
   const auto time_parts_sum_to_wall = [](const nlohmann::json& parts, double wall) {
-    const std::vector<std::string> names = {"start-up", "data",      "steps",       "evals",
-                                            "final eval", "probes", "snapshots", "checkpoints",
-                                            "other"};
+    const std::vector<std::string> names = {"start-up",  "data",        "steps",
+                                            "evals",     "final eval",  "probes",
+                                            "snapshots", "checkpoints", "other"};
     double sum = 0.0;
     for (const std::string& name : names) {
       EXPECT_TRUE(parts.contains(name)) << name;
@@ -389,8 +401,7 @@ TEST(CliModern, ModernBlocksTrainSampleInspectAndBench) {
   EXPECT_NEAR(w["not_steps_share"].get<double>(), 1.0 - w["parts_s"]["steps"].get<double>() / wall,
               1e-12);
   EXPECT_NEAR(w["tokens_per_s"].get<double>() * wall, 4.0 * 4 * 16, 1e-9 * 256);
-  EXPECT_NEAR(w["ms_per_step"].get<double>(), 1e3 * w["parts_s"]["steps"].get<double>() / 4,
-              1e-9);
+  EXPECT_NEAR(w["ms_per_step"].get<double>(), 1e3 * w["parts_s"]["steps"].get<double>() / 4, 1e-9);
   EXPECT_TRUE(std::isfinite(w["val_loss_estimate"].get<double>()));
   EXPECT_FALSE(fs::exists(dir / "made")) << "bench --run left its directory";
 }

@@ -261,6 +261,27 @@ TEST(Muon, TakesTheBlocksMatricesAndLeavesTheRestToAdamW) {
   }
 }
 
+// Worked: a 288 x 96 matrix (c_attn at n_embd 96) has n = 96, m = 288, so a step is
+// 4 n^2 m + 2 n^3 = 10,616,832 + 1,769,472 = 12,386,304 FLOPs, either way round.
+TEST(Muon, NewtonSchulzFlopsOfAWorkedExample) {
+  EXPECT_EQ(newton_schulz_flops(288, 96, 1), 12386304.0);
+  EXPECT_EQ(newton_schulz_flops(96, 288, 1), 12386304.0);
+  EXPECT_EQ(newton_schulz_flops(288, 96), kNewtonSchulzSteps * 12386304.0);
+}
+
+// The default recipe's 12 matrices per step: per layer 288 x 96 (12,386,304 a step), 96 x 96
+// (5,308,416), 512 x 96 (20,643,840) and 96 x 256 (11,206,656), 49,545,216 FLOPs; 5 steps,
+// 3 layers: 743,178,240, the 0.74 GFLOP docs/MEASUREMENTS.md quotes.
+TEST(Muon, TheOptimizerCountsItsNewtonSchulzFlops) {
+  GPT model = test::random_model(test::small_config(
+      {"n_layer=3", "n_head=4", "n_embd=96", "mlp=swiglu", "tie_weights=false"}));
+  TrainConfig t;
+  t.optimizer = OptimizerKind::kMuon;
+  EXPECT_EQ(AdamW(model, t).newton_schulz_flops(), 743178240.0);
+  t.optimizer = OptimizerKind::kAdamW;
+  EXPECT_EQ(AdamW(model, t).newton_schulz_flops(), 0.0);
+}
+
 TEST(Muon, AStepMovesEachMatrixByItsOrthogonalisedMomentum) {
   // The first step from zero momentum: M = G, U = G + mu G, W -= lr sqrt(max(1, r / c)) O(U),
   // for every matrix, each by its own gradient (the optimizer batches them by shape).

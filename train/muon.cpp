@@ -8,6 +8,7 @@
 #include <functional>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "model/ops/blas.h"
@@ -27,15 +28,13 @@ bool bfloat16_products_sum_in_float32() {
 
 namespace {
 
-// The quintic's coefficients (muon.h).
-constexpr double kA = 3.4445, kB = -4.7750, kC = 2.0315;
-
-// `steps` steps of the quintic on a batch x (count, rows, cols), rows <= cols.
+// The schedule's first `steps` steps on a batch x (count, rows, cols), rows <= cols.
 torch::Tensor iterate(torch::Tensor x, int steps) {
   for (int i = 0; i < steps; ++i) {
+    const Quintic& q = kNewtonSchulzSchedule[i];
     const torch::Tensor A = torch::bmm(x, x.transpose(-2, -1));
-    const torch::Tensor B = torch::baddbmm(A, A, A, kB, kC);  // b A + c A A
-    x = torch::baddbmm(x, B, x, kA, 1.0);                     // a X + B X
+    const torch::Tensor B = torch::baddbmm(A, A, A, q.b, q.c);  // b A + c A A
+    x = torch::baddbmm(x, B, x, q.a, 1.0);                      // a X + B X
   }
   return x;
 }
@@ -45,21 +44,44 @@ void copy_into(const torch::Tensor& from, torch::Tensor& to) {
   std::memcpy(to.data_ptr(), from.data_ptr(), from.nbytes());
 }
 
+// f(x's elements): float32 or bfloat16, the types an iterate has (iteration_dtype).
+template <class F>
+void with_iterate_type(const torch::Tensor& x, const F& f) {
+  if (x.scalar_type() == torch::kBFloat16) return f(x.data_ptr<c10::BFloat16>());
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "muon: cannot iterate in ", x.scalar_type());
+  f(x.data_ptr<float>());
+}
+
+// P = a I + b A + c A A for a batch of symmetric n x n A, as A (c A + b I) + a I: the factor
+// and the diagonal are passes over n x n elements (muon_elementwise.h), the product one oneDNN
+// call with no scales. A product's scales are its primitive's, made and JIT-compiled for them:
+// with coefficients of their own each step, 4 steps made 4x the kernels, and in a training run
+// they took as long as 5 steps of one quintic (cold code; docs/MEASUREMENTS.md, round eighteen).
+void quintic_onednn(const torch::Tensor& A, torch::Tensor& factor, torch::Tensor& P,
+                    const Quintic& q) {
+  const int64_t count = A.size(0), n = A.size(1);
+  with_iterate_type(A, [&](auto* a) {
+    using X = std::remove_pointer_t<decltype(a)>;
+    quintic_factor(a, factor.data_ptr<X>(), count, n, static_cast<float>(q.b),
+                   static_cast<float>(q.c));
+  });
+  onednn_matmul(A, factor, {}, P);
+  with_iterate_type(P, [&](auto* p) { add_to_diagonal(p, count, n, static_cast<float>(q.a)); });
+}
+
 // The same steps on a bfloat16 or float32 CPU batch through oneDNN's own API (model/ops/
-// onednn_matmul.h), each product one call with its scales inside it: LibTorch's bmm and
-// baddbmm reach the same kernels with about 10 us of wrapping a call, 15 calls a batch a step.
-// The scaled terms are copied into the output first (bytes, not operators).
+// onednn_matmul.h), each product one call: LibTorch's bmm and baddbmm reach the same kernels
+// with about 10 us of wrapping a call. Per step A = X X^T, P (quintic_onednn), X <- P X.
 torch::Tensor iterate_onednn(torch::Tensor x, int steps) {
   x = x.contiguous();
   const int64_t count = x.size(0), n = x.size(1);
-  torch::Tensor A = torch::empty({count, n, n}, x.options()), B = torch::empty_like(A);
+  torch::Tensor A = torch::empty({count, n, n}, x.options()), factor = torch::empty_like(A),
+                P = torch::empty_like(A);
   torch::Tensor next = torch::empty_like(x);
   for (int i = 0; i < steps; ++i) {
-    onednn_matmul(x, x.transpose(-2, -1), {}, A);  // A = X X^T
-    copy_into(A, B);
-    onednn_matmul(A, A, {}, B, static_cast<float>(kC), static_cast<float>(kB));  // b A + c A A
-    copy_into(x, next);
-    onednn_matmul(B, x, {}, next, 1.0f, static_cast<float>(kA));  // a X + B X
+    onednn_matmul(x, x.transpose(-2, -1), {}, A);
+    quintic_onednn(A, factor, P, kNewtonSchulzSchedule[i]);
+    onednn_matmul(P, x, {}, next);
     std::swap(x, next);
   }
   return x;
@@ -74,12 +96,12 @@ struct SquareProducts {
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) s[i * n + j] = s[j * n + i];
   }
-  // out = a I + b S + c S S for a symmetric S: the quintic's polynomial.
-  void quintic(const float* S, float* out) const {
+  // out = a I + b S + c S S for a symmetric S: the step's polynomial.
+  void quintic(const Quintic& q, const float* S, float* out) const {
     std::copy(S, S + n * n, out);
-    syrk_lower_row_major(n, n, static_cast<float>(kC), S, n, static_cast<float>(kB), out, n);
+    syrk_lower_row_major(n, n, static_cast<float>(q.c), S, n, static_cast<float>(q.b), out, n);
     mirror_lower(out);
-    for (int d = 0; d < n; ++d) out[d * n + d] += static_cast<float>(kA);
+    for (int d = 0; d < n; ++d) out[d * n + d] += static_cast<float>(q.a);
   }
   void square(const float* S, float* out) const {  // S S^T
     syrk_lower_row_major(n, n, 1.0f, S, n, 0.0f, out, n);
@@ -90,8 +112,8 @@ struct SquareProducts {
   }
 };
 
-// The quintic on one contiguous float32 CPU matrix x (n, m), n <= m, in place, each step as
-// written: A = X X^T (syrk), P = a I + b A + c A A (syrk), X <- P X (gemm).
+// The steps on one contiguous float32 CPU matrix x (n, m), n <= m, in place, each as written:
+// A = X X^T (syrk), P = a I + b A + c A A (syrk), X <- P X (gemm).
 void iterate_directly(torch::Tensor x, int steps) {
   const int n = static_cast<int>(x.size(0)), m = static_cast<int>(x.size(1));
   const SquareProducts square{n};
@@ -102,7 +124,7 @@ void iterate_directly(torch::Tensor x, int steps) {
   for (int i = 0; i < steps; ++i) {
     syrk_lower_row_major(n, m, 1.0f, X, m, 0.0f, A, n);
     square.mirror_lower(A);
-    square.quintic(A, P);
+    square.quintic(kNewtonSchulzSchedule[i], A, P);
     gemm_row_major<float>(false, false, n, m, n, 1.0f, P, n, X, m, 0.0f, next, m);
     std::swap(X, next);
   }
@@ -112,9 +134,10 @@ void iterate_directly(torch::Tensor x, int steps) {
 // The same result through n x n products only. Every P_k is a polynomial in G = X0 X0^T, so
 // they commute: X_k = Q_k X0 with Q_k = P_{k-1} ... P_0, and A_{k+1} = X_{k+1} X_{k+1}^T =
 // P_k A_k P_k = P_k^2 A_k. Only G and the last Q X0 touch the m-wide X. Q's norm grows
-// up to a^steps (the quintic's largest gain, at small singular values), and rounding in Q
-// with it: about 1e-4 relative against 5e-6 for the direct steps, where the singular values
-// spread over four decades (float64 reference) -- bfloat16's iteration is 1.6e-2 off.
+// up to the product of the steps' a (their largest gain, at small singular values), and
+// rounding in Q with it (measured with Keller Jordan's quintic): about 1e-4 relative against 5e-6
+// for the direct steps, where the singular values spread over four decades (float64 reference) --
+// bfloat16's iteration is 1.6e-2 off.
 void iterate_through_gram(torch::Tensor x, int steps) {
   const int n = static_cast<int>(x.size(0)), m = static_cast<int>(x.size(1));
   const SquareProducts square{n};
@@ -125,7 +148,7 @@ void iterate_through_gram(torch::Tensor x, int steps) {
   syrk_lower_row_major(n, m, 1.0f, x.data_ptr<float>(), m, 0.0f, A, n);
   square.mirror_lower(A);
   for (int k = 0; k < steps; ++k) {
-    square.quintic(A, P);
+    square.quintic(kNewtonSchulzSchedule[k], A, P);
     if (k == 0) {
       std::copy(P, P + n * n, Q);
     } else {
@@ -144,9 +167,9 @@ void iterate_through_gram(torch::Tensor x, int steps) {
 }
 
 // The Gram route of iterate_through_gram on a float32 CPU batch (count, n, m) through oneDNN,
-// every product a whole one (oneDNN has no syrk): G = X0 X0^T, then per step P = a I + b A +
-// c A A, Q <- P Q and A <- P^2 A, and X0 once more for Q X0. Float32 only: Q's norm reaches
-// a^steps, and bfloat16's rounding of it (2^-8 of that) would swamp the result.
+// every product a whole one (oneDNN has no syrk): G = X0 X0^T, then per step P (quintic_onednn),
+// Q <- P Q and A <- P^2 A, and X0 once more for Q X0. Float32 only: Q's norm reaches the
+// product of the steps' a, and bfloat16's rounding of it (2^-8 of that) would swamp the result.
 torch::Tensor iterate_onednn_through_gram(torch::Tensor x, int steps) {
   x = x.contiguous();
   const int64_t count = x.size(0), n = x.size(1);
@@ -154,11 +177,7 @@ torch::Tensor iterate_onednn_through_gram(torch::Tensor x, int steps) {
   torch::Tensor A = square(), P = square(), P2 = square(), Q = square(), spare = square();
   onednn_matmul(x, x.transpose(-2, -1), {}, A);
   for (int k = 0; k < steps; ++k) {
-    copy_into(A, P);
-    onednn_matmul(A, A, {}, P, static_cast<float>(kC), static_cast<float>(kB));
-    float* p = P.data_ptr<float>();
-    for (int64_t c = 0; c < count; ++c)
-      for (int64_t i = 0; i < n; ++i) p[c * n * n + i * (n + 1)] += static_cast<float>(kA);
+    quintic_onednn(A, spare, P, kNewtonSchulzSchedule[k]);
     if (k == 0) {
       copy_into(P, Q);
     } else {
@@ -382,14 +401,6 @@ torch::Tensor as_batch(const torch::Tensor& g) {
   return g.dim() == 2 ? g.unsqueeze(0) : g;
 }
 
-// f(x's elements): float32 or bfloat16, the types an iterate has (iteration_dtype).
-template <class F>
-void with_iterate_type(const torch::Tensor& x, const F& f) {
-  if (x.scalar_type() == torch::kBFloat16) return f(x.data_ptr<c10::BFloat16>());
-  TORCH_CHECK(x.scalar_type() == torch::kFloat32, "muon: cannot iterate in ", x.scalar_type());
-  f(x.data_ptr<float>());
-}
-
 torch::Tensor rows_of(const torch::Tensor& batch, const Share& share) {
   return batch.narrow(0, share.begin, share.count);
 }
@@ -398,6 +409,10 @@ torch::Tensor rows_of(const torch::Tensor& batch, const Share& share) {
 
 std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& matrices,
                                          torch::ScalarType dtype, int steps) {
+  if (steps < 0 || steps > kNewtonSchulzSteps)
+    throw std::invalid_argument("newton_schulz: " + std::to_string(steps) +
+                                " steps; the schedule has 0 to " +
+                                std::to_string(kNewtonSchulzSteps));
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> batches, out;
   for (const torch::Tensor& g : matrices) {

@@ -4,19 +4,43 @@
 // biases and an untied lm_head (train/adamw.h runs both). Per matrix W (rows, cols), grad G:
 //   M = mu M + G                      momentum
 //   U = G + mu M                      Nesterov
-//   O = NewtonSchulz5(U)              ~ the orthogonal factor of U: its singular values to ~1
+//   O = NewtonSchulz(U)               ~ the orthogonal factor of U: its singular values to ~1
 //   W -= lr sqrt(max(1, rows / cols)) O
-// Newton-Schulz runs the quintic X <- a X + (b A + c A^2) X, A = X X^T, from X = U / |U|_F,
-// with (a, b, c) = (3.4445, -4.7750, 2.0315): it pushes every singular value of X into
-// about [0.7, 1.2] in 5 steps, without an SVD.
+// Newton-Schulz runs 4 steps of a quintic X <- a X + (b A + c A^2) X, A = X X^T, from
+// X = U / |U|_F, each step with coefficients of its own (kNewtonSchulzSchedule): it pushes every
+// singular value of X from [1e-3, 1] into [0.43, 1.57] without an SVD. Keller Jordan's
+// iteration ran one quintic, (3.4445, -4.7750, 2.0315), 5 times; these 4 steps reach the same
+// validation loss on four corpora for a fifth less of the optimizer's multiply-adds
+// (docs/MEASUREMENTS.md, round eighteen).
 
+#include <array>
 #include <vector>
 
 #include <torch/torch.h>
 
 namespace tinylm {
 
-inline constexpr int kNewtonSchulzSteps = 5;
+// One step's odd quintic p(s) = a s + b s^3 + c s^5 of each singular value s.
+struct Quintic {
+  double a, b, c;
+  double operator()(double s) const { return a * s + b * s * s * s + c * s * s * s * s * s; }
+};
+
+// The steps, Polar Express's greedy construction (Amsel, Persson, Musco and Gower, 2025):
+// step k is the odd quintic closest to 1 in the worst case (minimax, by Remez exchange) on the
+// interval [l_k, u_k s] the singular values can be in, starting from [1e-3, 1]; the next
+// interval is that quintic's image. The safety factor s = 1.02 designs each step for values 2%
+// above where they should be, as rounding puts some: without it a value of 1.01 grew past 1e20
+// in 4 steps, and in bfloat16 a nearly rank-one matrix (its top value at |G|_F = 1) came out
+// with singular values of 1e4-1e8; with it, 1.01 with 1% too much at every step ends at 0.92.
+// scripts/newton-schulz-schedule.py derives the numbers.
+inline constexpr std::array<Quintic, 4> kNewtonSchulzSchedule{{
+    {8.3051, -23.6631, 16.8756},
+    {4.1039, -2.9320, 0.5263},
+    {3.9008, -2.7969, 0.5119},
+    {3.2783, -2.3690, 0.4666},
+}};
+inline constexpr int kNewtonSchulzSteps = static_cast<int>(kNewtonSchulzSchedule.size());
 
 // Whether a bfloat16 matmul on this CPU keeps its running sums in float32. LibTorch 1.13
 // hands one to oneDNN where the CPU has AVX-512 BW, VL and DQ and oneDNN is enabled; its own
@@ -40,6 +64,8 @@ bool bfloat16_products_sum_in_float32();
 // which does half of gemm's multiply-adds (the float32 optimizer step fell from 16-18 to
 // 13-14 ms). Either way a wide float32 matrix may iterate on its n x n Gram matrix instead
 // (newton_schulz_through_gram).
+// `steps`: the schedule's first that many (0 to kNewtonSchulzSteps; std::invalid_argument
+// otherwise).
 torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
                             int steps = kNewtonSchulzSteps);
 // The same for several batches at once (each (count, rows, cols), shapes free to differ), as

@@ -86,6 +86,34 @@ void muon_finish(const X* x, float* w, float decay, float step, MuonMatrixShape 
   update(x, w, decay, step, shape);
 }
 
+template <class X>
+TINYLM_CPU_CLONES void scaled_copy(const X* in, X* out, int64_t size, float scale) {
+#pragma omp simd
+  for (int64_t i = 0; i < size; ++i) store(out[i], scale * widen(in[i]));
+}
+
+template <class X>
+void quintic_factor(const X* a, X* c, int64_t count, int64_t n, float b_coef, float c_coef) {
+  scaled_copy(a, c, count * n * n, c_coef);
+  for (int64_t d = 0; d < count * n; ++d) {  // matrix d / n's diagonal element d % n
+    const int64_t at = d * n + d % n;
+    store(c[at], c_coef * widen(a[at]) + b_coef);
+  }
+}
+
+template <class X>
+void add_to_diagonal(X* m, int64_t count, int64_t n, float value) {
+  for (int64_t d = 0; d < count * n; ++d) {
+    const int64_t at = d * n + d % n;
+    store(m[at], widen(m[at]) + value);
+  }
+}
+
+template void quintic_factor<float>(const float*, float*, int64_t, int64_t, float, float);
+template void quintic_factor<c10::BFloat16>(const c10::BFloat16*, c10::BFloat16*, int64_t, int64_t,
+                                            float, float);
+template void add_to_diagonal<float>(float*, int64_t, int64_t, float);
+template void add_to_diagonal<c10::BFloat16>(c10::BFloat16*, int64_t, int64_t, float);
 template void muon_start<float>(const float*, float*, float, MuonMatrixShape, float*);
 template void muon_start<c10::BFloat16>(const float*, float*, float, MuonMatrixShape,
                                         c10::BFloat16*);

@@ -81,9 +81,9 @@ std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batch
 // matrix on this CPU now: with n <= m its sides, X_k = Q_k X0 where Q_k is a polynomial in
 // G = X0 X0^T, so the steps can run on n x n matrices and touch X0 twice (G and Q X0)
 // instead of twice a step. Where float32 goes through oneDNN, wherever that is fewer
-// multiply-adds (m > 3n/2 at 5 steps); through BLAS, only on a thread of its own (`own_thread`),
-// where syrk makes it fewer past m > 5n/3: at 5 steps 48% of the direct steps' for a SwiGLU
-// gate-and-up matrix (n_embd x 16/3 n_embd), 68% for c_attn.
+// multiply-adds (m > 3n/2 at 4 steps); through BLAS, only on a thread of its own (`own_thread`),
+// where syrk makes it fewer past m > 5n/3: at 4 steps 51% of the direct steps' for a SwiGLU
+// gate-and-up matrix (n_embd x 16/3 n_embd), 70% for c_attn.
 bool newton_schulz_through_gram(int64_t rows, int64_t cols, int steps, bool own_thread);
 
 // The FLOPs of `steps` direct Newton-Schulz steps on a (rows, cols) matrix, two per

@@ -31,9 +31,9 @@ void muon_start(const float* g, float* m, float mu, MuonMatrixShape shape, X* x)
 template <class X>
 void muon_finish(const X* x, float* w, float decay, float step, MuonMatrixShape shape);
 
-// The quintic's factor on a batch of count n x n matrices A, row-major: C = c A + b I, each
-// element rounded once to X's type. Newton-Schulz's step is then B = A C, B + a I and
-// (B + a I) X: products with no scales of their own (train/muon.cpp says why).
+// A step's factor on a batch of count n x n matrices A, row-major: C = c A + b I, each element
+// rounded once to X's type. The step's polynomial is then P = A C + a I, and X <- P X: products
+// with no scales of their own (train/muon.cpp says why).
 template <class X>
 void quintic_factor(const X* a, X* c, int64_t count, int64_t n, float b_coef, float c_coef);
 

@@ -410,9 +410,8 @@ torch::Tensor rows_of(const torch::Tensor& batch, const Share& share) {
 std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& matrices,
                                          torch::ScalarType dtype, int steps) {
   if (steps < 0 || steps > kNewtonSchulzSteps)
-    throw std::invalid_argument("newton_schulz: " + std::to_string(steps) +
-                                " steps; the schedule has 0 to " +
-                                std::to_string(kNewtonSchulzSteps));
+    throw std::invalid_argument("newton_schulz: asked for " + std::to_string(steps) +
+                                " steps; the schedule has " + std::to_string(kNewtonSchulzSteps));
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> batches, out;
   for (const torch::Tensor& g : matrices) {

@@ -4,6 +4,7 @@
 
 #include "model/autocast_state.h"
 #include "model/ops/onednn_matmul.h"
+#include "model/weight_grad_queue.h"
 
 namespace tinylm {
 namespace {
@@ -22,6 +23,28 @@ torch::Tensor sum_of_rows(const torch::Tensor& dy) {
   return sum;
 }
 
+// dW += dy^T x (dy (M, out), x (M, in)) into `weight`'s own gradient, queued on this thread's
+// WeightGradQueue (model/weight_grad_queue.h) for any thread to make, or made here when the
+// queue is full. False where there is no queue to take it, the weight is no leaf (a parameter),
+// the queue keeps it inline, or the gradient is not yet a float32 tensor of the weight's shape to
+// add into: the caller then makes dW and hands it to autograd, which adds it in the same float32
+// addition.
+bool queue_weight_grad(const torch::Tensor& dy, const torch::Tensor& rows,
+                       const torch::Tensor& weight) {
+  WeightGradQueue* queue = weight_grad_queue();
+  if (queue == nullptr || !weight.is_leaf() || !queue->queues(weight)) return false;
+  torch::Tensor grad = weight.grad();
+  if (!grad.defined() || grad.scalar_type() != torch::kFloat32 || !grad.is_contiguous() ||
+      grad.sizes() != weight.sizes())
+    return false;
+  auto product = [dy, rows, grad]() mutable {
+    RECORD_USER_SCOPE("tinylm::matmul");
+    onednn_matmul(dy.t(), rows, torch::Tensor(), grad, 1.0f, 1.0f);
+  };
+  if (!queue->push(product, static_cast<int64_t>(dy.nbytes() + rows.nbytes()))) product();
+  return true;
+}
+
 // T: c10::BFloat16 or float, the type the products read.
 template <class T>
 class OnednnLinear : public torch::autograd::Function<OnednnLinear<T>> {
@@ -36,6 +59,7 @@ class OnednnLinear : public torch::autograd::Function<OnednnLinear<T>> {
     torch::Tensor y = torch::empty({rows.size(0), out}, rows.options());
     onednn_matmul(rows, w.t(), bias ? bias->contiguous() : torch::Tensor(), y);
     ctx->save_for_backward({rows, w});
+    ctx->saved_data["weight"] = weight;  // whose gradient a queued product adds into
     ctx->saved_data["has_bias"] = bias.has_value();
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     std::vector<int64_t> shape = x.sizes().vec();
@@ -59,7 +83,8 @@ class OnednnLinear : public torch::autograd::Function<OnednnLinear<T>> {
       const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
       dx = dx.view(shape).to(x_dtype);
     }
-    if (ctx->needs_input_grad(1)) {
+    if (ctx->needs_input_grad(1) &&
+        !queue_weight_grad(dy, rows, ctx->saved_data["weight"].toTensor())) {
       dw = torch::empty({out, in}, dy.options().dtype(torch::kFloat32));
       onednn_matmul(dy.t(), rows, torch::Tensor(), dw);
     }

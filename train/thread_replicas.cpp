@@ -2,11 +2,14 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
+#include <c10/util/ScopeExit.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <stdexcept>
 
+#include "model/weight_grad_queue.h"
 #include "train/autocast.h"
 #include "train/run/evaluate.h"
 
@@ -75,22 +78,37 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
   const int64_t rows = x.size(0);
   const int64_t used = std::min<int64_t>(count(), rows);
   std::vector<double> losses(static_cast<size_t>(used), 0.0);
+  // The linears' weight gradients any thread may make (model/weight_grad_queue.h), but a tied
+  // unembedding's, into which the embedding's backward adds too.
+  WeightGradQueue queue;
+  for (const GPT& m : models_)
+    if (m->config().tie_weights) queue.keep_inline(m->unembedding());
+  std::atomic<int64_t> in_backward{used};
   on_replicas(used, [&](int64_t r) {
-    // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
-    const int64_t first = r * (rows / used) + std::min(r, rows % used);
-    const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
-    torch::Tensor loss;
     {
-      Autocast autocast(bfloat16, torch::Device(torch::kCPU));
-      // The share's mean loss weighted by its share of the rows: the replicas' losses sum
-      // to the mean over all rows.
-      loss = next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
-                             y.narrow(0, first, count_r))
-                 .to(torch::kFloat32) *
-             (weight * static_cast<double>(count_r) / static_cast<double>(rows));
+      // Counted out however the backward ends, so that no thread waits on a failed one.
+      const auto done = c10::make_scope_exit([&] { in_backward.fetch_sub(1); });
+      const ScopedWeightGradQueue queued(&queue);
+      // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
+      const int64_t first = r * (rows / used) + std::min(r, rows % used);
+      const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
+      torch::Tensor loss;
+      {
+        Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+        // The share's mean loss weighted by its share of the rows: the replicas' losses sum
+        // to the mean over all rows.
+        loss =
+            next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
+                            y.narrow(0, first, count_r))
+                .to(torch::kFloat32) *
+            (weight * static_cast<double>(count_r) / static_cast<double>(rows));
+      }
+      loss.backward();
+      losses[static_cast<size_t>(r)] = loss.item<double>();
     }
-    loss.backward();
-    losses[static_cast<size_t>(r)] = loss.item<double>();
+    // Then the queued products, whichever replica queued them, until every backward is over
+    // and none is left.
+    while (queue.run_one() || in_backward.load() > 0) {}
   });
   double total = 0.0;
   for (const double l : losses) total += l;

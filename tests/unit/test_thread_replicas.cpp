@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "small_model.h"
 #include "train/adamw.h"
 #include "train/autocast.h"
@@ -35,21 +37,28 @@ struct Case {
   int64_t rows;
   bool bfloat16;
   int64_t n_embd = 16;
+  bool tied = true;  // the unembedding is the token embedding, whose gradient is summed inline
 };
 
 class ThreadReplicasSum : public ::testing::TestWithParam<Case> {};
 
 // Two replicas over 8 rows, and three over 7 (shares of 3, 2 and 2), in float32 and in
 // bfloat16 autocast (forced: emulated where the CPU has no bfloat16 units); and 64 wide, where
-// LibTorch hands bfloat16 products to oneDNN (past 16^3 multiply-adds), inside the region.
+// LibTorch hands bfloat16 products to oneDNN (past 16^3 multiply-adds), inside the region;
+// with the unembedding tied to the token embedding and, as the default recipe, not. Where the
+// linears are oneDNN's (model/onednn_linear.h), their weight gradients are queued products
+// any replica's thread makes (model/weight_grad_queue.h).
 INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
                          ::testing::Values(Case{2, 8, false}, Case{2, 8, true}, Case{3, 7, false},
-                                           Case{3, 7, true}, Case{2, 8, true, 64}),
+                                           Case{3, 7, true}, Case{2, 8, true, 64},
+                                           Case{2, 8, true, 16, false},
+                                           Case{3, 7, false, 16, false}),
                          [](const auto& info) {
                            return std::to_string(info.param.replicas) + "_over_" +
                                   std::to_string(info.param.rows) +
                                   (info.param.bfloat16 ? "_bfloat16" : "_float32") + "_" +
-                                  std::to_string(info.param.n_embd) + "_wide";
+                                  std::to_string(info.param.n_embd) + "_wide" +
+                                  (info.param.tied ? "" : "_untied");
                          });
 
 // The reference: one thread, each replica's share in turn through one model, its loss
@@ -59,7 +68,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
 TEST_P(ThreadReplicasSum, EqualsOneThreadThroughTheSameSharesBitForBit) {
   const Case c = GetParam();
   const ModelConfig config = small_config(
-      {"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu", "n_embd=" + std::to_string(c.n_embd)});
+      {"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu", "n_embd=" + std::to_string(c.n_embd),
+       std::string("tie_weights=") + (c.tied ? "true" : "false")});
   TrainConfig t;
   t.learning_rate = 1e-2;
   GPT one = test::random_model(config), split = test::random_model(config);
@@ -185,6 +195,24 @@ TEST(ThreadReplicas, BatchLossesAreOneThreadsInBatchOrder) {
     const ThreadCount threads(2);
     EXPECT_EQ(replicas->batch_losses(batches, bfloat16), alone) << "bfloat16 " << bfloat16;
   }
+}
+
+// A replica whose forward throws (a target past the vocabulary in its rows) ends the call with
+// its error; the others neither wait for it nor leave a queued product unmade.
+TEST(ThreadReplicas, AReplicasErrorEndsTheCallWithNoneLeftWaiting) {
+  const ModelConfig config = small_config({"tie_weights=false"});
+  GPT model = test::random_model(config);
+  model->train();
+  TrainConfig t;
+  AdamW optimizer(model, t);
+  const ThreadCount threads(2);
+  ThreadReplicas replicas(model, optimizer, 2);
+  const torch::Tensor x = torch::zeros({4, config.block_size}, torch::kInt64);
+  torch::Tensor y = torch::zeros({4, config.block_size}, torch::kInt64);
+  y[3][0] = config.vocab_size;  // in the second replica's rows
+  EXPECT_THROW(replicas.forward_backward(x, y, 1.0, false), c10::Error);
+  y[3][0] = 0;  // and the replicas work on
+  EXPECT_TRUE(std::isfinite(replicas.forward_backward(x, y, 1.0, false)));
 }
 
 TEST(ThreadReplicas, UsedOnlyWhereExactAndWorthIt) {

@@ -1,0 +1,163 @@
+// Weight gradients any thread may make (model/weight_grad_queue.h): the queue runs each task
+// once, oldest first, on whichever thread asks, within its bound; and a oneDNN linear's
+// backward under a queue leaves its weight's gradient to a queued product that, once run,
+// makes the gradient autograd makes without one, to the bit. float32_linear runs wherever
+// oneDNN's API was built, so these run on every CPU; bfloat16_linear where oneDNN has bfloat16.
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "model/onednn_linear.h"
+#include "model/ops/onednn_matmul.h"
+#include "model/weight_grad_queue.h"
+#include "train/autocast.h"
+
+namespace tinylm {
+namespace {
+
+TEST(WeightGradQueue, RunsTasksOnceOldestFirstWithinItsBound) {
+  WeightGradQueue queue(100);
+  std::vector<int> ran;
+  EXPECT_FALSE(queue.run_one());
+  EXPECT_TRUE(queue.push([&] { ran.push_back(1); }, 60));
+  EXPECT_TRUE(queue.push([&] { ran.push_back(2); }, 40));
+  // 100 bytes held: one more would pass the bound, and is not queued.
+  EXPECT_FALSE(queue.push([&] { ran.push_back(3); }, 1));
+  EXPECT_TRUE(queue.run_one());
+  EXPECT_EQ(ran, std::vector<int>({1}));
+  // The first task's 60 bytes are free again.
+  EXPECT_TRUE(queue.push([&] { ran.push_back(4); }, 60));
+  while (queue.run_one()) {}
+  EXPECT_EQ(ran, std::vector<int>({1, 2, 4}));
+}
+
+TEST(WeightGradQueue, AnyThreadRunsWhatAnotherQueued) {
+  WeightGradQueue queue;
+  constexpr int kTasks = 2000;
+  std::vector<std::atomic<int>> runs(kTasks);
+  std::atomic<bool> pushed{false};
+  std::atomic<int> by_helper{0};
+  std::thread helper([&] {
+    while (true) {
+      if (queue.run_one()) {
+        by_helper.fetch_add(1);
+      } else if (pushed.load()) {
+        break;
+      }
+    }
+  });
+  for (int i = 0; i < kTasks; ++i) {
+    ASSERT_TRUE(queue.push([&runs, i] { runs[i].fetch_add(1); }, 1));
+    if (i % 2 == 0) queue.run_one();
+  }
+  pushed.store(true);
+  helper.join();
+  EXPECT_FALSE(queue.run_one());  // the helper left none
+  // This thread ran at most every other task; the helper the rest.
+  EXPECT_GE(by_helper.load(), kTasks / 2);
+  for (int i = 0; i < kTasks; ++i) EXPECT_EQ(runs[i].load(), 1) << "task " << i;
+}
+
+TEST(WeightGradQueue, IsTheThreadsOwnForItsScope) {
+  WeightGradQueue outer, inner;
+  EXPECT_EQ(weight_grad_queue(), nullptr);
+  {
+    const ScopedWeightGradQueue a(&outer);
+    EXPECT_EQ(weight_grad_queue(), &outer);
+    {
+      const ScopedWeightGradQueue b(&inner);
+      EXPECT_EQ(weight_grad_queue(), &inner);
+      std::thread([] { EXPECT_EQ(weight_grad_queue(), nullptr); }).join();
+    }
+    EXPECT_EQ(weight_grad_queue(), &outer);
+  }
+  EXPECT_EQ(weight_grad_queue(), nullptr);
+}
+
+struct Weights {
+  torch::Tensor weight, bias;
+};
+
+Weights linear(int64_t in, int64_t out, bool with_grads) {
+  torch::manual_seed(11);
+  Weights l{torch::randn({out, in}).requires_grad_(), torch::randn({out}).requires_grad_()};
+  if (with_grads) {
+    // Gradients from an earlier micro-batch, which the products add to.
+    l.weight.mutable_grad() = torch::randn({out, in});
+    l.bias.mutable_grad() = torch::randn({out});
+  }
+  return l;
+}
+
+// One backward of linear(x) . g, under `queue` when given; x's gradient returned.
+torch::Tensor backward(const Weights& l, const torch::Tensor& x_in, bool bfloat16,
+                       WeightGradQueue* queue) {
+  const torch::Tensor x = x_in.detach().requires_grad_();
+  torch::manual_seed(12);
+  const torch::Tensor g = torch::randn({x.size(0), l.weight.size(0)});
+  torch::Tensor y;
+  {
+    Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+    y = bfloat16 ? bfloat16_linear(x, l.weight, l.bias) : float32_linear(x, l.weight, l.bias);
+  }
+  const ScopedWeightGradQueue scoped(queue);
+  (y.to(torch::kFloat32) * g).sum().backward();
+  return x.grad();
+}
+
+void expect_queued_product_equals_autograds(bool bfloat16) {
+  const torch::Tensor x = torch::randn({37, 24});
+  const Weights reference = linear(24, 40, true), queued = linear(24, 40, true);
+  const torch::Tensor reference_dx = backward(reference, x, bfloat16, nullptr);
+  WeightGradQueue queue;
+  const torch::Tensor weight_before = queued.weight.grad().clone();
+  const torch::Tensor dx = backward(queued, x, bfloat16, &queue);
+  // x's and the bias's gradients are made in the backward; the weight's waits in the queue.
+  EXPECT_TRUE(torch::equal(dx, reference_dx));
+  EXPECT_TRUE(torch::equal(queued.bias.grad(), reference.bias.grad()));
+  EXPECT_TRUE(torch::equal(queued.weight.grad(), weight_before));
+  EXPECT_TRUE(queue.run_one());
+  EXPECT_FALSE(queue.run_one());
+  EXPECT_TRUE(torch::equal(queued.weight.grad(), reference.weight.grad()))
+      << "largest difference "
+      << (queued.weight.grad() - reference.weight.grad()).abs().max().item<double>();
+}
+
+TEST(WeightGradQueue, AFloat32LinearsQueuedProductIsAutogradsGradient) {
+  if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)";
+  expect_queued_product_equals_autograds(false);
+}
+
+TEST(WeightGradQueue, ABfloat16LinearsQueuedProductIsAutogradsGradient) {
+  if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)";
+  if (!onednn_bfloat16_runs()) GTEST_SKIP() << "oneDNN has no bfloat16 product on this CPU";
+  expect_queued_product_equals_autograds(true);
+}
+
+// Nothing is queued where the product has nowhere to add (no gradient yet), where the queue
+// keeps the weight inline, or past the queue's bound (made in the backward): each way the
+// gradient is autograd's.
+TEST(WeightGradQueue, MakesInlineWhatItCannotQueue) {
+  if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)";
+  const torch::Tensor x = torch::randn({9, 8});
+  for (const bool with_grads : {false, true}) {
+    const Weights reference = linear(8, 5, with_grads);
+    backward(reference, x, false, nullptr);
+    for (const int way : {0, 1, 2}) {
+      if (way == 0 && with_grads) continue;
+      const Weights l = linear(8, 5, with_grads);
+      WeightGradQueue queue(way == 2 ? 0 : int64_t{1} << 20);
+      if (way == 1) queue.keep_inline(l.weight);
+      backward(l, x, false, &queue);
+      EXPECT_FALSE(queue.run_one()) << "way " << way;
+      EXPECT_TRUE(torch::equal(l.weight.grad(), reference.weight.grad())) << "way " << way;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tinylm

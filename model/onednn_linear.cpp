@@ -23,14 +23,14 @@ torch::Tensor sum_of_rows(const torch::Tensor& dy) {
   return sum;
 }
 
-// dW += dy^T x (dy (M, out), x (M, in)) into `weight`'s own gradient, queued on this thread's
-// WeightGradQueue (model/weight_grad_queue.h) for any thread to make, or made here when the
-// queue is full. False where there is no queue to take it, the weight is no leaf (a parameter),
-// the queue keeps it inline, or the gradient is not yet a float32 tensor of the weight's shape to
-// add into: the caller then makes dW and hands it to autograd, which adds it in the same float32
-// addition.
-bool queue_weight_grad(const torch::Tensor& dy, const torch::Tensor& rows,
-                       const torch::Tensor& weight) {
+// dW += dy^T x (dy (M, out), x (M, in)) into `weight`'s own gradient, for a thread waiting on
+// this thread's WeightGradQueue (model/weight_grad_queue.h) to make, or made here: where no
+// thread waits, or the queue is full. False where there is no queue, the weight is no leaf (a
+// parameter), the queue keeps it inline, or its gradient is not yet a float32 tensor of its
+// shape to add into: the caller then makes dW and hands it to autograd, which adds it in the
+// same float32 addition.
+bool add_weight_grad(const torch::Tensor& dy, const torch::Tensor& rows,
+                     const torch::Tensor& weight) {
   WeightGradQueue* queue = weight_grad_queue();
   if (queue == nullptr || !weight.is_leaf() || !queue->queues(weight)) return false;
   torch::Tensor grad = weight.grad();
@@ -41,7 +41,9 @@ bool queue_weight_grad(const torch::Tensor& dy, const torch::Tensor& rows,
     RECORD_USER_SCOPE("tinylm::matmul");
     onednn_matmul(dy.t(), rows, torch::Tensor(), grad, 1.0f, 1.0f);
   };
-  if (!queue->push(product, static_cast<int64_t>(dy.nbytes() + rows.nbytes()))) product();
+  if (!queue->someone_waits() ||
+      !queue->push(product, static_cast<int64_t>(dy.nbytes() + rows.nbytes())))
+    product();
   return true;
 }
 
@@ -84,7 +86,7 @@ class OnednnLinear : public torch::autograd::Function<OnednnLinear<T>> {
       dx = dx.view(shape).to(x_dtype);
     }
     if (ctx->needs_input_grad(1) &&
-        !queue_weight_grad(dy, rows, ctx->saved_data["weight"].toTensor())) {
+        !add_weight_grad(dy, rows, ctx->saved_data["weight"].toTensor())) {
       dw = torch::empty({out, in}, dy.options().dtype(torch::kFloat32));
       onednn_matmul(dy.t(), rows, torch::Tensor(), dw);
     }

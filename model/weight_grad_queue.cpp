@@ -1,5 +1,7 @@
 #include "model/weight_grad_queue.h"
 
+#include <c10/util/ScopeExit.h>
+
 namespace tinylm {
 namespace {
 
@@ -23,6 +25,7 @@ bool WeightGradQueue::push(Task task, int64_t bytes) {
   if (pending_bytes_ + bytes > max_pending_bytes_) return false;
   pending_bytes_ += bytes;
   tasks_.emplace_back(std::move(task), bytes);
+  ++queued_so_far_;
   queued_.store(static_cast<int64_t>(tasks_.size()));
   return true;
 }
@@ -43,6 +46,17 @@ bool WeightGradQueue::run_one() {
   const std::lock_guard<std::mutex> lock(mutex_);
   pending_bytes_ -= task.second;
   return true;
+}
+
+int64_t WeightGradQueue::queued_so_far() const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  return queued_so_far_;
+}
+
+void WeightGradQueue::help_until(const std::function<bool()>& done) {
+  waiting_.fetch_add(1);
+  const auto leave = c10::make_scope_exit([&] { waiting_.fetch_sub(1); });
+  while (run_one() || !done()) {}
 }
 
 WeightGradQueue* weight_grad_queue() { return current_queue; }

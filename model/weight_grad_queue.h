@@ -5,8 +5,10 @@
 // shares, a laptop's efficiency core), the faster thread used to wait up to a millisecond a
 // step (docs/MEASUREMENTS.md, round nineteen). While a thread has a queue installed
 // (ScopedWeightGradQueue), the backward of the oneDNN linears on it (model/onednn_linear.h)
-// queues the product dW += dy^T x instead of making it, and any thread that is done with its
-// own backward takes queued products, whoever queued them.
+// hands the product dW += dy^T x to the queue whenever another thread is waiting in
+// help_until, done with its own backward: that thread makes it while the backward goes on.
+// With no thread waiting the product is made at once, as before, its operands still in cache
+// (queueing every product to the backward's end cost a quiet machine a tenth of a step).
 //
 // The gradients stay the same to the bit: a product's arithmetic is the same on any thread and
 // at any time, it adds into the weight's own gradient (one float32 addition per element, as
@@ -37,6 +39,10 @@ class WeightGradQueue {
   void keep_inline(const torch::Tensor& weight);
   bool queues(const torch::Tensor& weight) const;
 
+  // Whether a thread waits in help_until: a task queued now would be made beside the backward
+  // that queued it.
+  bool someone_waits() const { return waiting_.load() > 0; }
+
   // Queues `task`, which holds `bytes` until it runs. Returns false, queueing nothing, when
   // that would pass the bound: the caller then runs it itself.
   bool push(Task task, int64_t bytes);
@@ -44,13 +50,22 @@ class WeightGradQueue {
   // Runs the oldest queued task on the calling thread; false when none is queued.
   bool run_one();
 
+  // How many tasks push has queued, ever.
+  int64_t queued_so_far() const;
+
+  // Runs queued tasks, whoever queued them, until `done()` holds and none is left. The last
+  // thread to see `done()` after its last push leaves none behind.
+  void help_until(const std::function<bool()>& done);
+
  private:
   const int64_t max_pending_bytes_;
   std::unordered_set<const c10::TensorImpl*> inline_;  // set before the backward, read only after
-  std::mutex mutex_;
+  std::atomic<int> waiting_{0};                        // threads in help_until
+  mutable std::mutex mutex_;
   std::deque<std::pair<Task, int64_t>> tasks_;
-  std::atomic<int64_t> queued_{0};  // tasks_'s size, read without the lock by idle threads
+  std::atomic<int64_t> queued_{0};  // tasks_'s size, read without the lock by waiting threads
   int64_t pending_bytes_ = 0;
+  int64_t queued_so_far_ = 0;
 };
 
 // The calling thread's queue, or nullptr when none is installed.

@@ -106,9 +106,9 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
       loss.backward();
       losses[static_cast<size_t>(r)] = loss.item<double>();
     }
-    // Then the queued products, whichever replica queued them, until every backward is over
-    // and none is left.
-    while (queue.run_one() || in_backward.load() > 0) {}
+    // Then the products the others' backwards hand over, until every backward is over and
+    // none is left.
+    queue.help_until([&] { return in_backward.load() == 0; });
   });
   double total = 0.0;
   for (const double l : losses) total += l;

@@ -10,9 +10,9 @@
 // reaches every replica at once; only its gradients are its own, in a buffer laid out as the
 // optimizer's, so that summing them is one add per replica. The sum is the gradient of the
 // micro-batch's mean loss, as one thread over all its rows would compute it, to float
-// rounding, and the same from run to run at a given number of threads. The linears' weight
-// gradients are queued products (model/weight_grad_queue.h) that a thread done with its own
-// backward makes for a slower one, to the same bits.
+// rounding, and the same from run to run at a given number of threads. A thread done with its
+// own backward makes the slower ones' weight-gradient products (model/weight_grad_queue.h),
+// to the same bits.
 
 #include <functional>
 #include <utility>

@@ -1,13 +1,15 @@
 // Weight gradients any thread may make (model/weight_grad_queue.h): the queue runs each task
 // once, oldest first, on whichever thread asks, within its bound; and a oneDNN linear's
-// backward under a queue leaves its weight's gradient to a queued product that, once run,
-// makes the gradient autograd makes without one, to the bit. float32_linear runs wherever
-// oneDNN's API was built, so these run on every CPU; bfloat16_linear where oneDNN has bfloat16.
+// backward under a queue hands its weight's product to a waiting thread, which makes the
+// gradient autograd makes without a queue, to the bit. float32_linear runs wherever oneDNN's
+// API was built, so these run on every CPU; bfloat16_linear where oneDNN has bfloat16.
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <atomic>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -35,32 +37,52 @@ TEST(WeightGradQueue, RunsTasksOnceOldestFirstWithinItsBound) {
   EXPECT_EQ(ran, std::vector<int>({1, 2, 4}));
 }
 
-TEST(WeightGradQueue, AnyThreadRunsWhatAnotherQueued) {
+// A thread in help_until makes what another queues, and leaves once told and none is left.
+TEST(WeightGradQueue, AWaitingThreadMakesWhatAnotherQueues) {
   WeightGradQueue queue;
   constexpr int kTasks = 2000;
   std::vector<std::atomic<int>> runs(kTasks);
-  std::atomic<bool> pushed{false};
   std::atomic<int> by_helper{0};
-  std::thread helper([&] {
-    while (true) {
-      if (queue.run_one()) {
-        by_helper.fetch_add(1);
-      } else if (pushed.load()) {
-        break;
-      }
-    }
-  });
+  std::atomic<bool> pushed{false};
+  EXPECT_FALSE(queue.someone_waits());
+  const std::thread::id main_thread = std::this_thread::get_id();
+  std::thread helper([&] { queue.help_until([&] { return pushed.load(); }); });
+  while (!queue.someone_waits()) std::this_thread::yield();
   for (int i = 0; i < kTasks; ++i) {
-    ASSERT_TRUE(queue.push([&runs, i] { runs[i].fetch_add(1); }, 1));
+    ASSERT_TRUE(queue.push(
+        [&, i] {
+          runs[i].fetch_add(1);
+          if (std::this_thread::get_id() != main_thread) by_helper.fetch_add(1);
+        },
+        1));
     if (i % 2 == 0) queue.run_one();
   }
   pushed.store(true);
   helper.join();
+  EXPECT_FALSE(queue.someone_waits());
   EXPECT_FALSE(queue.run_one());  // the helper left none
+  EXPECT_EQ(queue.queued_so_far(), kTasks);
   // This thread ran at most every other task; the helper the rest.
   EXPECT_GE(by_helper.load(), kTasks / 2);
   for (int i = 0; i < kTasks; ++i) EXPECT_EQ(runs[i].load(), 1) << "task " << i;
 }
+
+// A thread waiting on `queue` for the scope, as a replica's that is done with its backward.
+class WaitingThread {
+ public:
+  explicit WaitingThread(WeightGradQueue& queue)
+      : thread_([this, &queue] { queue.help_until([this] { return over_.load(); }); }) {
+    while (!queue.someone_waits()) std::this_thread::yield();
+  }
+  ~WaitingThread() {
+    over_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> over_{false};
+  std::thread thread_;
+};
 
 TEST(WeightGradQueue, IsTheThreadsOwnForItsScope) {
   WeightGradQueue outer, inner;
@@ -114,14 +136,14 @@ void expect_queued_product_equals_autograds(bool bfloat16) {
   const Weights reference = linear(24, 40, true), queued = linear(24, 40, true);
   const torch::Tensor reference_dx = backward(reference, x, bfloat16, nullptr);
   WeightGradQueue queue;
-  const torch::Tensor weight_before = queued.weight.grad().clone();
-  const torch::Tensor dx = backward(queued, x, bfloat16, &queue);
-  // x's and the bias's gradients are made in the backward; the weight's waits in the queue.
+  torch::Tensor dx;
+  {
+    const WaitingThread waiting(queue);
+    dx = backward(queued, x, bfloat16, &queue);
+  }
+  EXPECT_EQ(queue.queued_so_far(), 1);  // the weight's product, made by the waiting thread
   EXPECT_TRUE(torch::equal(dx, reference_dx));
   EXPECT_TRUE(torch::equal(queued.bias.grad(), reference.bias.grad()));
-  EXPECT_TRUE(torch::equal(queued.weight.grad(), weight_before));
-  EXPECT_TRUE(queue.run_one());
-  EXPECT_FALSE(queue.run_one());
   EXPECT_TRUE(torch::equal(queued.weight.grad(), reference.weight.grad()))
       << "largest difference "
       << (queued.weight.grad() - reference.weight.grad()).abs().max().item<double>();
@@ -138,23 +160,27 @@ TEST(WeightGradQueue, ABfloat16LinearsQueuedProductIsAutogradsGradient) {
   expect_queued_product_equals_autograds(true);
 }
 
-// Nothing is queued where the product has nowhere to add (no gradient yet), where the queue
-// keeps the weight inline, or past the queue's bound (made in the backward): each way the
-// gradient is autograd's.
-TEST(WeightGradQueue, MakesInlineWhatItCannotQueue) {
+// Nothing is queued where no thread waits (made at once, its operands in cache), where the
+// product has nowhere to add (no gradient yet), where the queue keeps the weight inline, or
+// past the queue's bound: each way the gradient is autograd's.
+TEST(WeightGradQueue, MakesInlineWhatItCannotHandOver) {
   if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)";
   const torch::Tensor x = torch::randn({9, 8});
   for (const bool with_grads : {false, true}) {
     const Weights reference = linear(8, 5, with_grads);
     backward(reference, x, false, nullptr);
-    for (const int way : {0, 1, 2}) {
-      if (way == 0 && with_grads) continue;
+    for (const std::string way : {"no thread waits", "inline", "over the bound"}) {
       const Weights l = linear(8, 5, with_grads);
-      WeightGradQueue queue(way == 2 ? 0 : int64_t{1} << 20);
-      if (way == 1) queue.keep_inline(l.weight);
-      backward(l, x, false, &queue);
-      EXPECT_FALSE(queue.run_one()) << "way " << way;
-      EXPECT_TRUE(torch::equal(l.weight.grad(), reference.weight.grad())) << "way " << way;
+      WeightGradQueue queue(way == "over the bound" ? 0 : int64_t{1} << 20);
+      if (way == "inline") queue.keep_inline(l.weight);
+      {
+        std::optional<WaitingThread> waiting;
+        if (way != "no thread waits") waiting.emplace(queue);
+        backward(l, x, false, &queue);
+      }
+      EXPECT_EQ(queue.queued_so_far(), 0) << way << ", with gradients " << with_grads;
+      EXPECT_TRUE(torch::equal(l.weight.grad(), reference.weight.grad()))
+          << way << ", with gradients " << with_grads;
     }
   }
 }

@@ -56,7 +56,12 @@ int64_t WeightGradQueue::queued_so_far() const {
 void WeightGradQueue::help_until(const std::function<bool()>& done) {
   waiting_.fetch_add(1);
   const auto leave = c10::make_scope_exit([&] { waiting_.fetch_sub(1); });
-  while (run_one() || !done()) {}
+  while (true) {
+    // done() first: once it holds, nothing more is queued, so a queue found empty after it
+    // stays empty. (Read after, a push between the two would be left behind.)
+    const bool over = done();
+    if (!run_one() && over) return;
+  }
 }
 
 WeightGradQueue* weight_grad_queue() { return current_queue; }

@@ -53,8 +53,8 @@ class WeightGradQueue {
   // How many tasks push has queued, ever.
   int64_t queued_so_far() const;
 
-  // Runs queued tasks, whoever queued them, until `done()` holds and none is left. The last
-  // thread to see `done()` after its last push leaves none behind.
+  // Runs queued tasks, whoever queued them, until `done()` holds and none is left. `done()`
+  // must hold only once every push it waits for has been made.
   void help_until(const std::function<bool()>& done);
 
  private:

@@ -20,8 +20,9 @@
 
 namespace tinylm {
 
-// With `replicas` (of `model`), the batches are dealt to them, a thread each
-// (train/thread_replicas.h), and their losses summed in batch order.
+// With `replicas` (of `model`), the batches run on them, a thread each, each taking the next
+// batch when done with its last (train/thread_replicas.h), and their losses are summed in
+// batch order.
 double estimate_loss(GPT& model, const BatchSampler& sampler, int64_t iters,
                      torch::Generator& generator, Dtype dtype, RankGroup* group = nullptr,
                      ThreadReplicas* replicas = nullptr);

@@ -15,6 +15,7 @@
 #include "model/ops/onednn_matmul.h"
 #include "train/muon_elementwise.h"
 #include "train/precision.h"
+#include "train/work_lists.h"
 
 namespace tinylm {
 
@@ -303,15 +304,6 @@ std::vector<std::vector<Share>> deal(const std::vector<int64_t>& counts,
   return shares;
 }
 
-// Runs each thread's shares, one thread each.
-template <typename Run>
-void on_each_thread(const std::vector<std::vector<Share>>& shares, const Run& run) {
-  at::parallel_for(0, static_cast<int64_t>(shares.size()), 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t)
-      for (const Share& share : shares[t]) run(share);
-  });
-}
-
 // A prepared batch iterated in place. On the CPU through oneDNN's API: bfloat16 where it runs
 // bfloat16, float32 where its kernels are AVX-512's (float32_on_onednn), directly or through
 // the Gram matrix, whichever is fewer multiply-adds. Otherwise float32 on a thread of its own:
@@ -388,7 +380,8 @@ void newton_schulz_shares(const std::vector<torch::Tensor>& batches, torch::Scal
       for (size_t i = 0; i < group.size(); ++i) run({group[i], 0, counts[i]}, false);
       continue;
     }
-    on_each_thread(deal(counts, cost, threads), [&](const Share& share) {
+    // Each share whole on one thread, whichever (train/work_lists.h).
+    run_work_lists(deal(counts, cost, threads), [&](const Share& share) {
       run({group[share.batch], share.begin, share.count}, true);
     });
   }

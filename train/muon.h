@@ -71,9 +71,10 @@ torch::Tensor newton_schulz(const torch::Tensor& g, torch::ScalarType dtype,
 // The same for several batches at once (each (count, rows, cols), shapes free to differ), as
 // each alone would return it. On the CPU the matrices of every batch are dealt to the
 // threads together, longest first to the least loaded, so that batches of a few matrices
-// each do not leave a thread idle while another finishes its batch's odd one. Float32 and
-// bfloat16 are dealt apart; a thread's bfloat16 matrices of one batch stay one batched call
-// (oneDNN's call overhead is the larger cost there).
+// each do not leave a thread idle while another finishes its batch's odd one, and a thread
+// done with its share takes the slower ones' shares not yet begun (train/work_lists.h).
+// Float32 and bfloat16 are dealt apart; a thread's bfloat16 matrices of one batch stay one
+// batched call (oneDNN's call overhead is the larger cost there).
 std::vector<torch::Tensor> newton_schulz(const std::vector<torch::Tensor>& batches,
                                          torch::ScalarType dtype, int steps = kNewtonSchulzSteps);
 

@@ -128,9 +128,12 @@ std::vector<double> ThreadReplicas::batch_losses(
   const int64_t n = static_cast<int64_t>(batches.size());
   const int64_t used = std::min<int64_t>(count(), n);
   std::vector<double> losses(batches.size(), 0.0);
+  // Each replica takes the next batch when done with its last: a slower thread takes fewer.
+  // The replicas are one model, so a batch's loss is the same whichever takes it.
+  std::atomic<int64_t> next{0};
   on_replicas(used, [&](int64_t r) {
     Autocast autocast(bfloat16, torch::Device(torch::kCPU));
-    for (int64_t i = r; i < n; i += used) {
+    for (int64_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
       const auto& [x, y] = batches[static_cast<size_t>(i)];
       losses[static_cast<size_t>(i)] =
           next_token_loss(models_[static_cast<size_t>(r)]->forward(x), y).item<double>();

@@ -51,8 +51,8 @@ class ThreadReplicas {
   void gather_gradients();
 
   // The mean next-token loss of each batch (x, y), forward only, in the calling thread's grad
-  // mode, the batches dealt to the replicas in turn (batch i to replica i mod count), a thread
-  // each; in batch order.
+  // mode, each replica on a thread of its own taking the next batch when done with its last;
+  // in batch order.
   std::vector<double> batch_losses(
       const std::vector<std::pair<torch::Tensor, torch::Tensor>>& batches, bool bfloat16);
 

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 namespace tinylm::test {
@@ -49,6 +50,18 @@ class TempDir {
 
  private:
   fs::path path_;
+};
+
+// The intra-op thread count for a scope, the one found restored after.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int threads) : before_(at::get_num_threads()) {
+    at::set_num_threads(threads);
+  }
+  ~ThreadCount() { at::set_num_threads(before_); }
+
+ private:
+  int before_;
 };
 
 // The message of the exception `f` throws; "" when it throws none.

@@ -19,18 +19,7 @@ namespace tinylm {
 namespace {
 
 using test::small_config;
-
-// Restores the intra-op thread count a test found.
-class ThreadCount {
- public:
-  explicit ThreadCount(int threads) : before_(at::get_num_threads()) {
-    at::set_num_threads(threads);
-  }
-  ~ThreadCount() { at::set_num_threads(before_); }
-
- private:
-  int before_;
-};
+using test::ThreadCount;
 
 struct Case {
   int replicas;

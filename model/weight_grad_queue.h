@@ -2,8 +2,8 @@
 // Weight gradients that any thread may make. Thread replicas (train/thread_replicas.h) each run
 // a share of a batch's rows forward and backward on a thread of their own, and a step waits
 // for the slowest. When one CPU is slower than the other (a virtual CPU whose core the host
-// shares, a laptop's efficiency core), the faster thread used to wait up to a millisecond a
-// step (docs/MEASUREMENTS.md, round nineteen). While a thread has a queue installed
+// shares, a laptop's efficiency core), the faster thread waited 1-2 ms of a 7-10 ms step
+// (docs/MEASUREMENTS.md, round nineteen). While a thread has a queue installed
 // (ScopedWeightGradQueue), the backward of the oneDNN linears on it (model/onednn_linear.h)
 // hands the product dW += dy^T x to the queue whenever another thread is waiting in
 // help_until, done with its own backward: that thread makes it while the backward goes on.

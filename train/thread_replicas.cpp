@@ -84,32 +84,43 @@ double ThreadReplicas::forward_backward(const torch::Tensor& x, const torch::Ten
   for (const GPT& m : models_)
     if (m->config().tie_weights) queue.keep_inline(m->unembedding());
   std::atomic<int64_t> in_backward{used};
-  on_replicas(used, [&](int64_t r) {
+  std::atomic<bool> failed{false};  // a replica threw: its thread's others will not run
+  const auto replica = [&](int64_t r) {
+    // Counted out however the backward ends, so that no thread waits on a failed one.
+    const auto done = c10::make_scope_exit([&] { in_backward.fetch_sub(1); });
+    const ScopedWeightGradQueue queued(&queue);
+    // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
+    const int64_t first = r * (rows / used) + std::min(r, rows % used);
+    const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
+    torch::Tensor loss;
     {
-      // Counted out however the backward ends, so that no thread waits on a failed one.
-      const auto done = c10::make_scope_exit([&] { in_backward.fetch_sub(1); });
-      const ScopedWeightGradQueue queued(&queue);
-      // Rows [first, first + count_r): the remainder of an uneven split to the first replicas.
-      const int64_t first = r * (rows / used) + std::min(r, rows % used);
-      const int64_t count_r = rows / used + (r < rows % used ? 1 : 0);
-      torch::Tensor loss;
-      {
-        Autocast autocast(bfloat16, torch::Device(torch::kCPU));
-        // The share's mean loss weighted by its share of the rows: the replicas' losses sum
-        // to the mean over all rows.
-        loss =
-            next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
-                            y.narrow(0, first, count_r))
-                .to(torch::kFloat32) *
-            (weight * static_cast<double>(count_r) / static_cast<double>(rows));
-      }
-      loss.backward();
-      losses[static_cast<size_t>(r)] = loss.item<double>();
+      Autocast autocast(bfloat16, torch::Device(torch::kCPU));
+      // The share's mean loss weighted by its share of the rows: the replicas' losses sum
+      // to the mean over all rows.
+      loss = next_token_loss(models_[static_cast<size_t>(r)]->forward(x.narrow(0, first, count_r)),
+                             y.narrow(0, first, count_r))
+                 .to(torch::kFloat32) *
+             (weight * static_cast<double>(count_r) / static_cast<double>(rows));
     }
-    // Then the products the others' backwards hand over, until every backward is over and
-    // none is left.
-    queue.help_until([&] { return in_backward.load() == 0; });
-  });
+    loss.backward();
+    losses[static_cast<size_t>(r)] = loss.item<double>();
+  };
+  on_replicas(
+      used,
+      [&](int64_t r) {
+        try {
+          replica(r);
+        } catch (...) {
+          failed.store(true);
+          throw;
+        }
+      },
+      [&] {
+        // A thread done with its replicas takes the products the others' backwards hand over,
+        // until every backward is over (or one failed) and none is left. After all of its
+        // replicas: waiting after the first of two, it would wait for its own second.
+        queue.help_until([&] { return in_backward.load() == 0 || failed.load(); });
+      });
   double total = 0.0;
   for (const double l : losses) total += l;
   return total;
@@ -142,7 +153,8 @@ std::vector<double> ThreadReplicas::batch_losses(
   return losses;
 }
 
-void ThreadReplicas::on_replicas(int64_t used, const std::function<void(int64_t r)>& work) {
+void ThreadReplicas::on_replicas(int64_t used, const std::function<void(int64_t r)>& work,
+                                 const std::function<void()>& then) {
   // The replicas in the model's train or eval mode.
   const bool training = models_[0]->is_training();
   for (size_t r = 1; r < models_.size(); ++r)
@@ -154,6 +166,7 @@ void ThreadReplicas::on_replicas(int64_t used, const std::function<void(int64_t 
     const at::ThreadLocalStateGuard guard(state);
     const AloneInRegion alone;
     for (int64_t r = begin; r < end; ++r) work(r);
+    if (then) then();
   });
 }
 

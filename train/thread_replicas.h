@@ -58,8 +58,11 @@ class ThreadReplicas {
 
  private:
   // work(r) for replicas [0, used), a thread each, the replicas in the model's train or eval
-  // mode and each thread in the caller's grad mode and autocast, planning for one thread.
-  void on_replicas(int64_t used, const std::function<void(int64_t r)>& work);
+  // mode and each thread in the caller's grad mode and autocast, planning for one thread; then
+  // `then()` on each thread once it is done with its replicas (a thread takes several where
+  // fewer threads come than replicas: at --threads 1, or inside another parallel region).
+  void on_replicas(int64_t used, const std::function<void(int64_t r)>& work,
+                   const std::function<void()>& then = {});
 
   std::vector<GPT> models_;           // models_[0] is the model itself
   torch::Tensor model_grads_;         // (N,): the optimizer's gradients

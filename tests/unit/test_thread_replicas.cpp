@@ -204,6 +204,33 @@ TEST(ThreadReplicas, AReplicasErrorEndsTheCallWithNoneLeftWaiting) {
   EXPECT_TRUE(std::isfinite(replicas.forward_backward(x, y, 1.0, false)));
 }
 
+// Fewer threads than replicas (--threads 1 after they were made, or a call from inside another
+// parallel region): a thread runs several replicas in turn, and the gradients are the same.
+TEST(ThreadReplicas, RunOnFewerThreadsThanReplicasToTheSameBits) {
+  const ModelConfig config = small_config({"tie_weights=false", "mlp=swiglu"});
+  GPT model = test::random_model(config);
+  model->train();
+  TrainConfig t;
+  AdamW optimizer(model, t);
+  std::optional<ThreadReplicas> replicas;
+  {
+    const ThreadCount threads(2);
+    replicas.emplace(model, optimizer, 2);
+  }
+  auto rng = at::make_generator<at::CPUGeneratorImpl>(7);
+  const torch::Tensor x = torch::randint(config.vocab_size, {4, config.block_size}, rng);
+  const torch::Tensor y = torch::randint(config.vocab_size, {4, config.block_size}, rng);
+  std::vector<torch::Tensor> grads;
+  for (const int threads : {2, 1}) {
+    const ThreadCount count(threads);
+    replicas->forward_backward(x, y, 1.0, false);
+    replicas->gather_gradients();
+    grads.push_back(optimizer.sync_buffer().clone());
+    optimizer.zero_grad();
+  }
+  EXPECT_TRUE(torch::equal(grads[0], grads[1]));
+}
+
 TEST(ThreadReplicas, UsedOnlyWhereExactAndWorthIt) {
   TrainConfig t;
   t.batch_size = 4;

@@ -212,19 +212,15 @@ TEST(ThreadReplicas, RunOnFewerThreadsThanReplicasToTheSameBits) {
   model->train();
   TrainConfig t;
   AdamW optimizer(model, t);
-  std::optional<ThreadReplicas> replicas;
-  {
-    const ThreadCount threads(2);
-    replicas.emplace(model, optimizer, 2);
-  }
+  ThreadReplicas replicas(model, optimizer, 2);
   auto rng = at::make_generator<at::CPUGeneratorImpl>(7);
   const torch::Tensor x = torch::randint(config.vocab_size, {4, config.block_size}, rng);
   const torch::Tensor y = torch::randint(config.vocab_size, {4, config.block_size}, rng);
   std::vector<torch::Tensor> grads;
   for (const int threads : {2, 1}) {
     const ThreadCount count(threads);
-    replicas->forward_backward(x, y, 1.0, false);
-    replicas->gather_gradients();
+    replicas.forward_backward(x, y, 1.0, false);
+    replicas.gather_gradients();
     grads.push_back(optimizer.sync_buffer().clone());
     optimizer.zero_grad();
   }

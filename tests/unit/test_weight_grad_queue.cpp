@@ -49,7 +49,7 @@ TEST(WeightGradQueue, AWaitingThreadMakesWhatAnotherQueues) {
   std::thread helper([&] { queue.help_until([&] { return pushed.load(); }); });
   while (!queue.someone_waits()) std::this_thread::yield();
   for (int i = 0; i < kTasks; ++i) {
-    ASSERT_TRUE(queue.push(
+    EXPECT_TRUE(queue.push(  // not ASSERT: returning would leave the helper unjoined
         [&, i] {
           runs[i].fetch_add(1);
           if (std::this_thread::get_id() != main_thread) by_helper.fetch_add(1);

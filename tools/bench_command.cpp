@@ -185,7 +185,8 @@ struct BenchReport {
   double start_rss_mb = 0.0, peak_rss_mb = 0.0;
 };
 
-// The model's widest training matmul, (B T, C) @ (C, 4C), and 1024^3, in float32 and bfloat16.
+// The model's widest training matmul, (B T, C) @ (C, 4C), and 1024^3, in float32 and bfloat16
+// (bfloat16 only where a bfloat16 matmul can be made: train/precision.h).
 std::vector<MatmulRate> measure_matmul(const RunConfig& config, int repeats,
                                        const torch::Device& device) {
   spdlog::info("matmul rates...");
@@ -193,6 +194,12 @@ std::vector<MatmulRate> measure_matmul(const RunConfig& config, int repeats,
   std::vector<MatmulRate> rates;
   for (const auto& [dtype, name] :
        {std::pair{torch::kFloat32, "float32"}, {torch::kBFloat16, "bfloat16"}}) {
+    if (dtype == torch::kBFloat16 && device.is_cpu()) {
+      if (const auto why = bfloat16_matmul_refusal()) {
+        spdlog::info("no bfloat16 rates: no bfloat16 matmul can be made here ({})", *why);
+        continue;
+      }
+    }
     for (const auto& shape : {std::vector<int64_t>{rows, C, 4 * C}, {1024, 1024, 1024}}) {
       rates.push_back({name, shape[0], shape[1], shape[2],
                        matmul_rate(shape[0], shape[1], shape[2], dtype, repeats, device)});

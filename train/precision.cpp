@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 namespace tinylm {
 
@@ -29,7 +30,8 @@ std::string cpu_description() {
   // The family and model tell CPUs apart that share a name ("AMD EPYC" in a VM).
   const auto value = [&] {
     const size_t colon = line.find(':');
-    return colon == std::string::npos ? std::string() : line.substr(std::min(colon + 2, line.size()));
+    return colon == std::string::npos ? std::string()
+                                      : line.substr(std::min(colon + 2, line.size()));
   };
   while (std::getline(in, line) && line.rfind("model name", 0) != 0) {
     if (line.rfind("cpu family", 0) == 0) family = value();
@@ -53,13 +55,47 @@ std::string malloc_library() {
   return std::filesystem::path(info.dli_fname).filename().string();
 }
 
-PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,
-                                 const std::set<std::string>& flags) {
+std::optional<std::string> bfloat16_matmul_refusal() {
+  static const std::optional<std::string> refusal = []() -> std::optional<std::string> {
+    try {
+      // 32^3 multiply-adds: LibTorch makes products under 16^3 itself, without oneDNN.
+      const torch::Tensor a = torch::ones({32, 32}, torch::kBFloat16);
+      torch::mm(a, a);
+      return std::nullopt;
+    } catch (const std::exception& e) {
+      const std::string what = e.what();  // c10::Error's first line, without its backtrace
+      return what.substr(0, what.find('\n'));
+    }
+  }();
+  return refusal;
+}
+
+PrecisionChoice choose_precision(
+    Dtype requested, const torch::Device& device, const std::set<std::string>& flags,
+    const std::function<std::optional<std::string>()>& bfloat16_refusal) {
+  const auto refused = [&]() -> std::optional<std::string> {
+    if (!device.is_cpu()) return std::nullopt;
+    return bfloat16_refusal();
+  };
+  if (requested == Dtype::kBfloat16) {
+    if (const auto why = refused()) {
+      throw std::invalid_argument(
+          "train.dtype = \"bfloat16\": no bfloat16 matmul can be made here (" + *why +
+          "); is ONEDNN_MAX_CPU_ISA or DNNL_MAX_CPU_ISA set below the CPU's bfloat16 units? "
+          "Use train.dtype = \"float32\" or \"auto\"");
+    }
+  }
   if (requested != Dtype::kAuto)
     return {requested, "train.dtype = \"" + std::string(name_of(requested)) + "\""};
   if (device.is_cuda()) return {Dtype::kBfloat16, "auto: a CUDA device"};
   for (const char* unit : {"amx_bf16", "avx512_bf16"}) {
-    if (flags.count(unit)) return {Dtype::kBfloat16, std::string("auto: the CPU has ") + unit};
+    if (!flags.count(unit)) continue;
+    if (const auto why = refused()) {
+      return {Dtype::kFloat32, std::string("auto: the CPU has ") + unit +
+                                   ", but no bfloat16 matmul can be made here (" + *why +
+                                   "; ONEDNN_MAX_CPU_ISA or DNNL_MAX_CPU_ISA set?)"};
+    }
+    return {Dtype::kBfloat16, std::string("auto: the CPU has ") + unit};
   }
   return {Dtype::kFloat32, flags.empty()
                                ? "auto: the CPU's flags could not be read"

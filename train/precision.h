@@ -6,6 +6,8 @@
 // (20x on an AVX2-only EPYC). On CUDA, bfloat16. Weights, gradients, AdamW state and
 // checkpoints stay float32 either way.
 
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -30,7 +32,16 @@ std::string cpu_description();
 // "libc.so.6"): LibTorch allocates every tensor through it, and a step's time depends on it.
 std::string malloc_library();
 
-PrecisionChoice choose_precision(Dtype requested, const torch::Device& device,
-                                 const std::set<std::string>& flags);
+// Why this process cannot make a bfloat16 matmul on the CPU; nothing where it can. One
+// product through LibTorch's path to oneDNN, tried once. It fails where oneDNN is capped
+// below the CPU's bfloat16 units (ONEDNN_MAX_CPU_ISA or DNNL_MAX_CPU_ISA) while LibTorch,
+// reading the CPU itself, still hands it bfloat16.
+std::optional<std::string> bfloat16_matmul_refusal();
+
+// `bfloat16_refusal` is asked only where bfloat16 would be chosen on the CPU: "auto" then
+// falls back to float32, and an explicit "bfloat16" is refused (std::invalid_argument).
+PrecisionChoice choose_precision(
+    Dtype requested, const torch::Device& device, const std::set<std::string>& flags,
+    const std::function<std::optional<std::string>()>& bfloat16_refusal = bfloat16_matmul_refusal);
 
 }  // namespace tinylm

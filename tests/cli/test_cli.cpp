@@ -102,6 +102,25 @@ TEST_F(Cli, BadCorpusInputs) {
                  "the val split has 10 tokens, fewer than block_size + 1 = 17");
 }
 
+TEST(CliPrecision, OneDnnCappedBelowBfloat16TrainsInFloat32OrSaysWhy) {
+  // ONEDNN_MAX_CPU_ISA=AVX2, as someone standing in for an AVX2-only CPU sets it. On a CPU
+  // with bfloat16 units LibTorch still hands oneDNN bfloat16 products, which it cannot make:
+  // "auto" must train in float32, and an explicit bfloat16 must be refused by name. On a CPU
+  // without them "auto" is float32 anyway and bfloat16 is LibTorch's emulation, which runs.
+  TempDir dir;
+  const auto config = test::write_tiny_config(dir.path(), test::shakespeare(), 2);
+  const test::Env capped = {{"ONEDNN_MAX_CPU_ISA", "AVX2"}, {"DNNL_MAX_CPU_ISA", "AVX2"}};
+  const auto automatic =
+      run_tinylm({"train", config.string(), "--out", (dir / "auto").string()}, true, capped);
+  EXPECT_EQ(automatic.exit_code, 0) << automatic.output;
+  EXPECT_NE(automatic.output.find("precision: float32 matmuls"), std::string::npos)
+      << automatic.output;
+  const auto bfloat16 = run_tinylm(
+      {"train", config.string(), "--out", (dir / "bf16").string(), "--train.dtype=bfloat16"}, true,
+      capped);
+  if (bfloat16.exit_code != 0) expect_failure(bfloat16, 1, "ONEDNN_MAX_CPU_ISA");
+}
+
 TEST_F(Cli, BadConfigs) {
   TempDir dir;
   const auto train_with = [&](const std::string& toml) {

@@ -40,6 +40,45 @@ TEST(Precision, AnExplicitDtypeIsKept) {
             Dtype::kBfloat16);
 }
 
+TEST(Precision, NoBfloat16WhereNoBfloat16MatmulCanBeMade) {
+  // oneDNN capped below the CPU's bfloat16 units (ONEDNN_MAX_CPU_ISA) makes no bfloat16
+  // product, though the CPU's flags have the units: "auto" keeps float32 and says why, and
+  // an explicit "bfloat16" is refused by name instead of failing in the first matmul.
+  const auto refused = [] { return std::optional<std::string>("no primitive for bfloat16"); };
+  const PrecisionChoice c =
+      choose_precision(Dtype::kAuto, kCpu, {"avx2", "avx512f", "avx512_bf16"}, refused);
+  EXPECT_EQ(c.dtype, Dtype::kFloat32);
+  EXPECT_NE(c.reason.find("no primitive for bfloat16"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("ONEDNN_MAX_CPU_ISA"), std::string::npos) << c.reason;
+  try {
+    choose_precision(Dtype::kBfloat16, kCpu, {"avx512_bf16"}, refused);
+    ADD_FAILURE() << "an explicit bfloat16 was taken where no bfloat16 matmul can be made";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ONEDNN_MAX_CPU_ISA"), std::string::npos) << e.what();
+  }
+  // Asked only where bfloat16 would be chosen on the CPU: the trial product costs a oneDNN
+  // primitive.
+  int asked = 0;
+  const auto counting = [&] {
+    ++asked;
+    return std::optional<std::string>();
+  };
+  choose_precision(Dtype::kFloat32, kCpu, {"avx512_bf16"}, counting);
+  choose_precision(Dtype::kAuto, kCpu, {"avx2"}, counting);
+  choose_precision(Dtype::kBfloat16, torch::Device(torch::kCUDA, 0), {}, counting);
+  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(choose_precision(Dtype::kAuto, kCpu, {"amx_bf16"}, counting).dtype, Dtype::kBfloat16);
+  EXPECT_EQ(asked, 1);
+}
+
+TEST(Precision, ThisProcessMakesABfloat16Matmul) {
+  // Every CPU does, with bfloat16 units or through LibTorch's emulation, unless the
+  // environment caps oneDNN (tests/cli/test_cli.cpp runs that case).
+  if (std::getenv("ONEDNN_MAX_CPU_ISA") || std::getenv("DNNL_MAX_CPU_ISA"))
+    GTEST_SKIP() << "oneDNN is capped in this environment";
+  EXPECT_EQ(bfloat16_matmul_refusal(), std::nullopt);
+}
+
 TEST(Precision, ReadsThisMachinesFlags) {
   std::ifstream in("/proc/cpuinfo");
   std::string text((std::istreambuf_iterator<char>(in)), {});

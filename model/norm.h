@@ -3,8 +3,8 @@
 // ln_f, names kept whatever the kind):
 //   layernorm  (x - mean) / sqrt(var + eps) * weight + bias   (bias only with model.bias)
 //   rmsnorm    x / sqrt(mean(x^2) + eps) * weight              (never a bias; LLaMA's)
-// eps = 1e-5 for both, as in PyTorch's LayerNorm and nanoGPT. RMSNorm takes the fused kernel
-// (model/kernels/rms_norm.h) where it can; LayerNorm is one LibTorch operator already.
+// eps = 1e-5 for both, as in PyTorch's LayerNorm and nanoGPT. Both take the fused kernels
+// (model/kernels/row_norm.h) where they can.
 
 #include <ATen/record_function.h>
 #include <torch/torch.h>
@@ -12,7 +12,7 @@
 #include "model/autocast_state.h"
 #include "model/config.h"
 #include "model/kernels/kernel_choice.h"
-#include "model/kernels/rms_norm.h"
+#include "model/kernels/row_norm.h"
 
 namespace tinylm {
 
@@ -48,6 +48,7 @@ class NormImpl : public torch::nn::Module {
       if (fused_kernel_takes(x)) return fused_rms_norm(x, weight, kEps, bfloat16_out);
       return x * torch::rsqrt(x.square().mean(-1, true) + kEps) * weight;
     }
+    if (fused_kernel_takes(x)) return fused_layer_norm(x, weight, bias, kEps, bfloat16_out);
     return torch::layer_norm(x, {weight.size(0)}, weight, bias, kEps);
   }
 

@@ -37,6 +37,10 @@ def rms_norm(x, w):
     return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + 1e-5) * w
 
 
+def layer_norm(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+
 def swiglu(gate_up):
     gate, up = gate_up.chunk(2, -1)
     return F.silu(gate) * up
@@ -82,6 +86,7 @@ def check(name, fn, t, n_inputs, extra=()):
 def main():
     t, meta = read_safetensors(sys.argv[1])
     failures = check("rms_norm", rms_norm, t, 2)
+    failures += check("layer_norm", layer_norm, t, 3)
     failures += check("swiglu", swiglu, t, 1)
     failures += check("attention", attention, t, 1,
                       (t["attention.cos"], t["attention.sin"], int(meta["n_head"]), int(meta["n_kv"])))

@@ -17,7 +17,7 @@
 #include "model/kernels/element_io.h"
 #include "model/kernels/kernel_choice.h"
 #include "model/kernels/matrix_vector.h"
-#include "model/kernels/rms_norm.h"
+#include "model/kernels/row_norm.h"
 #include "model/kernels/swiglu.h"
 #include "model/kernels/tile_gemm.h"
 #include "model/norm.h"
@@ -244,28 +244,90 @@ TEST(FusedKernels, RmsNormPassesFiniteDifferences) {
   expect_finite_differences(kRmsFused, random_inputs({{4, 5, 13}, {13}}, torch::kFloat64, 3), 4);
 }
 
-TEST(FusedKernels, RmsNormWritingBfloat16IsTheFloat32KernelRoundedOnce) {
-  // Under autocast ln_1 and ln_2 write bfloat16 themselves, the cast the linear after them
-  // would make, and read the bfloat16 gradient that linear hands back. x, the weight and
-  // their gradients stay float32: the same float32 arithmetic on the same values (a bfloat16
-  // gradient widens exactly), equal to float32's rounding over the longest sum, dw's over
-  // the 768 rows.
-  const int64_t C = 96, rows = 12 * 64;
-  const Inputs in = random_inputs({{12, 64, C}, {C}}, torch::kFloat32, 21);
-  const Kernel ours = [](const Inputs& in) {
-    return fused_rms_norm(in[0], in[1], 1e-5, /*bfloat16_out=*/true);
-  };
-  const Kernel between_casts = [](const Inputs& in) {
-    return fused_rms_norm(in[0], in[1], 1e-5).to(torch::kBFloat16);
-  };
-  const torch::Tensor probe = probe_for(between_casts(in), 22);
+// A norm that writes bfloat16 for the linear after it (ln_1 and ln_2 under autocast, the cast
+// that linear would make) and reads the bfloat16 gradient it hands back, against its float32
+// output cast. x, the weights and their gradients stay float32: the same float32 arithmetic
+// on the same values (a bfloat16 gradient widens exactly), equal to float32's rounding over
+// the longest sum, the weights' over the rows.
+using NormKernel = std::function<torch::Tensor(const Inputs&, bool bfloat16_out)>;
+
+void expect_norm_rounded_once(const NormKernel& norm, const Inputs& in, uint64_t seed) {
+  const Kernel ours = [&](const Inputs& x) { return norm(x, true); };
+  const Kernel between_casts = [&](const Inputs& x) { return norm(x, false).to(torch::kBFloat16); };
+  const torch::Tensor probe = probe_for(between_casts(in), seed);
   const Evaluated a = evaluate(ours, in, probe), b = evaluate(between_casts, in, probe);
   expect_rounded_once(a.out, b.out, "output");
-  const double tol = std::numeric_limits<float>::epsilon() * rows;
+  const double tol = std::numeric_limits<float>::epsilon() * (in[0].numel() / in[0].size(-1));
   for (size_t i = 0; i < a.grads.size(); ++i) {
     ASSERT_EQ(a.grads[i].scalar_type(), torch::kFloat32);
     EXPECT_LT(relative_diff(a.grads[i], b.grads[i]), tol) << "gradient of input " << i;
   }
+}
+
+TEST(FusedKernels, RmsNormWritingBfloat16IsTheFloat32KernelRoundedOnce) {
+  expect_norm_rounded_once(
+      [](const Inputs& in, bool narrow) { return fused_rms_norm(in[0], in[1], 1e-5, narrow); },
+      random_inputs({{12, 64, 96}, {96}}, torch::kFloat32, 21), 22);
+}
+
+// ---- LayerNorm ----
+
+const Kernel kLayerFused = [](const Inputs& in) {
+  return fused_layer_norm(in[0], in[1], in.size() > 2 ? in[2] : torch::Tensor(), 1e-5);
+};
+const Kernel kLayerOperators = [](const Inputs& in) {
+  return torch::layer_norm(in[0], {in[1].size(0)}, in[1], in.size() > 2 ? in[2] : torch::Tensor(),
+                           1e-5);
+};
+
+TEST(FusedKernels, LayerNormOfAWorkedExample) {
+  // x = (1, 2, 3, 4): mean 5/2, variance 5/4, so y = (x - 5/2) / sqrt(5/4 + eps) w + b. With
+  // w = (1, 2, 3, 4), b = 1 and the gradient of sum(y): db = 1 each; dw = the normalised x;
+  // dx = r (w - mean(w) - xh mean(w xh)), mean(w) = 5/2, mean(w xh) = r 5/4.
+  const torch::Tensor x = torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kFloat64).view({1, 4});
+  const torch::Tensor w = torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kFloat64);
+  const torch::Tensor b = torch::ones({4}, torch::kFloat64);
+  const Evaluated e = evaluate(kLayerFused, {x, w, b}, torch::ones({1, 4}, torch::kFloat64));
+  const double r = 1 / std::sqrt(1.25 + 1e-5);
+  for (int64_t c = 0; c < 4; ++c) {
+    const double xh = (c + 1 - 2.5) * r, wc = c + 1;
+    EXPECT_NEAR(e.out[0][c].item<double>(), xh * wc + 1, 1e-15) << c;
+    EXPECT_NEAR(e.grads[0][0][c].item<double>(), r * (wc - 2.5 - xh * r * 1.25), 1e-14) << c;
+    EXPECT_NEAR(e.grads[1][c].item<double>(), xh, 1e-15) << c;
+    EXPECT_NEAR(e.grads[2][c].item<double>(), 1.0, 1e-15) << c;
+  }
+}
+
+TEST(FusedKernels, LayerNormEqualsLibTorchInValueAndGradient) {
+  // Both in float32 over rows of C: the mean and the variance each a sum of C terms, the
+  // gradient's two sums too, then a few roundings each; dw and db sum over the 63 rows.
+  // (C + 63 + 8) units of float32's epsilon, relative to the largest value.
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (const int64_t C : {16, 37, 128}) {  // 37: no vector width divides it
+    for (const bool bias : {true, false}) {
+      Inputs in = random_inputs({{3, 21, C}, {C}, {C}}, torch::kFloat32, 51);
+      in[0] = in[0] * 3 + 2;  // a mean and a spread away from 0 and 1
+      if (!bias) in.pop_back();
+      const torch::Tensor probe = probe_for(kLayerOperators(in), 52);
+      const std::string at = "C " + std::to_string(C) + (bias ? ", bias" : ", no bias");
+      SCOPED_TRACE(at);
+      expect_same(evaluate(kLayerFused, in, probe), evaluate(kLayerOperators, in, probe),
+                  (C + 63 + 8) * eps);
+    }
+  }
+}
+
+TEST(FusedKernels, LayerNormPassesFiniteDifferences) {
+  expect_finite_differences(kLayerFused,
+                            random_inputs({{4, 5, 13}, {13}, {13}}, torch::kFloat64, 53), 54);
+}
+
+TEST(FusedKernels, LayerNormWritingBfloat16IsTheFloat32KernelRoundedOnce) {
+  expect_norm_rounded_once(
+      [](const Inputs& in, bool narrow) {
+        return fused_layer_norm(in[0], in[1], in[2], 1e-5, narrow);
+      },
+      random_inputs({{12, 64, 128}, {128}, {128}}, torch::kFloat32, 55), 56);
 }
 
 // ---- SwiGLU ----
@@ -614,6 +676,7 @@ TEST(FusedKernels, EqualPyTorchInValueAndGradient) {
     tensors.emplace_back(name + ".out", e.out);
   };
   record("rms_norm", kRmsFused, random_inputs({{4, 9, 40}, {40}}, torch::kFloat32, 22));
+  record("layer_norm", kLayerFused, random_inputs({{4, 9, 40}, {40}, {40}}, torch::kFloat32, 28));
   record("swiglu", kSwigluFused, random_inputs({{4, 9, 2 * 40}}, torch::kFloat32, 23));
   const AttentionShape s{4, 2, 16, true};
   const RopeTables tables = rope_tables(48, s.hs);

@@ -131,7 +131,7 @@ std::string category_of_op(const std::string& name) {
   // The backward nodes of the fused kernels (model/kernels/): no forward operator shares
   // their sequence number, so they go by their names.
   if (contains("CppNode") && contains("CausalAttention")) return "attention";
-  if (contains("CppNode") && contains("RmsNorm")) return "norm";
+  if (contains("CppNode") && contains("RowNorm")) return "norm";  // RMSNorm and LayerNorm
   if (contains("CppNode") && contains("Swiglu")) return "activation";
   if (contains("CppNode") && contains("OnednnLinear")) return "matmul";
   if (name.find("softmax") != std::string::npos && name.find("log_softmax") == std::string::npos) {

@@ -60,6 +60,13 @@ TEST(StepProfile, OperatorsAreNamedIntoTheirCategories) {
   EXPECT_EQ(category_of_op("torch::autograd::CppNode<tinylm::(anonymous namespace)::"
                            "CausalAttention>"),
             "attention");
+  for (const char* norm : {"RowNorm<false> >", "RowNorm<true> >"}) {
+    EXPECT_EQ(category_of_op(std::string("torch::autograd::CppNode<tinylm::(anonymous "
+                                         "namespace)::") +
+                             norm),
+              "norm")
+        << norm;
+  }
 }
 
 TEST(StepProfile, SelfTimesPartitionTheProfiledTimeIntoEveryCategory) {
@@ -90,13 +97,12 @@ TEST(StepProfile, FusedKernelsCountInTheirCategoriesBackwardToo) {
   const StepProfile p =
       profile_of(test::small_config({"pos_encoding=rope", "norm=rmsnorm", "mlp=swiglu"}));
   for (const auto& [kernel, category] :
-       {std::pair{"RmsNorm", "norm"}, {"Swiglu", "activation"}, {"CausalAttention", "attention"}}) {
+       {std::pair{"RowNorm", "norm"}, {"Swiglu", "activation"}, {"CausalAttention", "attention"}}) {
     // Init-captures: C++17 lambdas cannot capture structured bindings (clang enforces it).
-    const bool found = std::any_of(p.ops.begin(), p.ops.end(),
-                                   [kernel = kernel, category = category](const ProfiledOp& op) {
-                                     return op.name.find(kernel) != std::string::npos &&
-                                            op.category == category;
-                                   });
+    const bool found = std::any_of(
+        p.ops.begin(), p.ops.end(), [kernel = kernel, category = category](const ProfiledOp& op) {
+          return op.name.find(kernel) != std::string::npos && op.category == category;
+        });
     EXPECT_TRUE(found) << kernel << "'s backward node in " << category;
   }
 }

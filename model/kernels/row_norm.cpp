@@ -115,17 +115,18 @@ TINYLM_CPU_CLONES void layer_norm_backward_rows(const G* g, const T* x, const T*
   }
 }
 
-// Both norms' autograd node: Centred, LayerNorm (its bias an empty tensor where it has none);
-// otherwise RMSNorm.
+// Both norms' autograd node: Centred, LayerNorm; otherwise RMSNorm. An absent bias is an empty
+// optional: an undefined tensor cannot be an autograd input, and an empty one would be made
+// on every call.
 template <bool Centred>
 class RowNorm : public torch::autograd::Function<RowNorm<Centred>> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x_in, const at::Tensor& weight,
-                            const at::Tensor& bias, double eps, bool bfloat16_out) {
+                            const c10::optional<at::Tensor>& bias, double eps, bool bfloat16_out) {
     const at::Tensor x = x_in.contiguous();
     const at::Tensor w = weight.to(x.scalar_type()).contiguous();
-    const bool has_bias = bias.numel() > 0;
-    const at::Tensor b = has_bias ? bias.to(x.scalar_type()).contiguous() : at::Tensor();
+    const bool has_bias = bias.has_value();
+    const at::Tensor b = has_bias ? bias->to(x.scalar_type()).contiguous() : at::Tensor();
     const int64_t C = x.size(-1), N = x.numel() / C;
     const bool narrow = bfloat16_out && x.scalar_type() == at::kFloat;
     at::Tensor y = at::empty_like(x, narrow ? at::kBFloat16 : x.scalar_type());
@@ -206,9 +207,7 @@ at::Tensor fused_rms_norm(const at::Tensor& x, const at::Tensor& weight, double 
                           bool bfloat16_out) {
   TORCH_CHECK(x.size(-1) == weight.size(0), "fused_rms_norm: x's last dimension ", x.size(-1),
               " is not the weight's ", weight.size(0));
-  // Autograd's inputs must be defined tensors: no bias is passed as an empty one.
-  return RowNorm<false>::apply(fused_kernel_input(x), weight, at::empty({0}, weight.options()), eps,
-                               bfloat16_out);
+  return RowNorm<false>::apply(fused_kernel_input(x), weight, c10::nullopt, eps, bfloat16_out);
 }
 
 at::Tensor fused_layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
@@ -217,7 +216,7 @@ at::Tensor fused_layer_norm(const at::Tensor& x, const at::Tensor& weight, const
               "fused_layer_norm: x's last dimension ", x.size(-1), " is not the weight's ",
               weight.size(0), bias.defined() ? " and the bias's" : "");
   return RowNorm<true>::apply(fused_kernel_input(x), weight,
-                              bias.defined() ? bias : at::empty({0}, weight.options()), eps,
+                              bias.defined() ? c10::optional<at::Tensor>(bias) : c10::nullopt, eps,
                               bfloat16_out);
 }
 

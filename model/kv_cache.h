@@ -5,7 +5,7 @@
 //     and generation goes on; keys keep their absolute rotation, and a score bias is a
 //     function of i - j alone, which is all a score depends on;
 //   - absolute positions (learned, sinusoidal): every cached key carries its position in the
-//     window, which shifts; the caller clears the cache and re-encodes the window.
+//     window, which shifts with each token; the caller encodes the window without the cache.
 // Storage (B, n_kv_head, 2 block_size, hs) per layer is allocated at the first append. The
 // held positions are a contiguous range of it that moves forward as the oldest are dropped;
 // only when it reaches the end is it copied back to the start, once every block_size

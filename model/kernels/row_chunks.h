@@ -9,8 +9,13 @@
 
 // The compiler builds each marked loop for AVX-512, AVX2 and plain x86-64, and the loader
 // picks the one this CPU runs (GCC's function multi-versioning): one binary, every machine.
+// AVX-512 is x86-64-v4's (F, BW, DQ, VL, CD: every AVX-512 CPU but Xeon Phi), not F alone:
+// without BW, GCC widened bfloat16 chunks 256 bits at a time into buffers that the arithmetic
+// then read 512 bits at a time, and each such load waited for two stores to reach the cache
+// (a failed store-to-load forward): 28% of the SwiGLU backward's samples sat on one of them,
+// which took 12% longer than with v4, and the bfloat16 step 3% (docs/MEASUREMENTS.md).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TINYLM_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define TINYLM_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define TINYLM_CPU_CLONES
 #endif

@@ -13,7 +13,7 @@
 // without BW, GCC widened bfloat16 chunks 256 bits at a time into buffers that the arithmetic
 // then read 512 bits at a time, and each such load waited for two stores to reach the cache
 // (a failed store-to-load forward): 28% of the SwiGLU backward's samples sat on one of them,
-// which took 12% longer than with v4, and the bfloat16 step 3% (docs/MEASUREMENTS.md).
+// which took 12% longer than with v4, and the bfloat16 step 1-3% (docs/MEASUREMENTS.md).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define TINYLM_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -98,6 +99,30 @@ int64_t whole_vectors_to(int64_t i, int64_t Tn) {
   return std::min(Tn, (i + kLanes<T>) / kLanes<T> * kLanes<T>);
 }
 
+// Row i's elements after i in the vector of kLanes<T> that holds i (from `last`, up to n) set
+// to `value`: by one select and one whole-vector store where that vector is whole. Element by
+// element, the loads of that vector just after waited for the scattered stores to reach the
+// cache (a failed store-to-load forward; a third of the softmax's samples sat after two such
+// loads), and attention's forward took 1.08x as long (docs/MEASUREMENTS.md, round twenty-one).
+template <class T>
+inline __attribute__((always_inline)) void set_after(T* row, int64_t i, int64_t last, int64_t n,
+                                                     T value) {
+  if (n - last != kLanes<T>) {
+    for (int64_t j = i + 1; j < n; ++j) row[j] = value;
+    return;
+  }
+  using Index = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  typedef T Vec __attribute__((vector_size(64)));
+  typedef Index Lanes __attribute__((vector_size(64)));
+  Lanes lane;
+  for (int k = 0; k < kLanes<T>; ++k) lane[k] = k;
+  Vec v;
+  std::memcpy(&v, row + last, sizeof v);
+  const Vec fill = value - Vec{};  // value in every lane
+  v = lane > static_cast<Index>(i - last) ? fill : v;
+  std::memcpy(row + last, &v, sizeof v);
+}
+
 // Rows [begin, end) of S (T, T) in place: row i's softmax over j <= i, zeros after. No loop
 // over a row tests j <= i: with the test in them GCC split each loop at i, and the part up to
 // i, short in a row's last vector, ran scalar expf calls, as much time as the vector calls.
@@ -110,11 +135,13 @@ TINYLM_CPU_CLONES void causal_softmax_rows(T* S, int64_t Tn, int64_t begin, int6
   for (int64_t i = begin; i < end; ++i) {
     T* row = S + i * Tn;
     const int64_t n = whole_vectors_to<T>(i, Tn);
-    for (int64_t j = i + 1; j < n; ++j) row[j] = row[0];
+    const int64_t last = i / kLanes<T> * kLanes<T>;
+    set_after(row, i, last, n, row[0]);
     const T max = row_max(row, n);
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - max);
-    for (int64_t j = i + 1; j < Tn; ++j) row[j] = 0;
+    set_after(row, i, last, n, T(0));
+    for (int64_t j = n; j < Tn; ++j) row[j] = 0;
     T sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < n; ++j) sum += row[j];

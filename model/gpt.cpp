@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "model/onednn_linear.h"
+#include "model/fused_linear.h"
 
 namespace tinylm {
 
@@ -140,7 +140,7 @@ torch::Tensor GPTImpl::blocks_from(int64_t layer, torch::Tensor x, KVCache* cach
 
 torch::Tensor GPTImpl::unembed(const torch::Tensor& normalized) const {
   const torch::Tensor& w = unembedding();  // (V, C)
-  // The same product as the linears' (onednn_linear.h).
+  // The same product as the linears' (fused_linear.h).
   if (bfloat16_linear_takes(normalized, w)) return bfloat16_linear(normalized, w, {});
   if (float32_linear_takes(normalized, w)) return float32_linear(normalized, w, {});
   return torch::matmul(normalized, w.t());  // (..., V)

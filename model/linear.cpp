@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/onednn_linear.h"
+#include "model/fused_linear.h"
 
 namespace tinylm {
 

@@ -4,7 +4,7 @@
 // for the slowest. When one CPU is slower than the other (a virtual CPU whose core the host
 // shares, a laptop's efficiency core), the faster thread waited 1-2 ms of a 7-10 ms step
 // (docs/MEASUREMENTS.md, round nineteen). While a thread has a queue installed
-// (ScopedWeightGradQueue), the backward of the oneDNN linears on it (model/onednn_linear.h)
+// (ScopedWeightGradQueue), the backward of the fused linears on it (model/fused_linear.h)
 // hands the product dW += dy^T x to the queue whenever another thread is waiting in
 // help_until, done with its own backward: that thread makes it while the backward goes on.
 // With no thread waiting the product is made at once, as before, its operands still in cache:

@@ -26,6 +26,7 @@
 #include "data/batches.h"
 #include "model/generate.h"
 #include "model/kernels/kernel_choice.h"
+#include "model/ops/blas_matmul.h"
 #include "model/ops/onednn_matmul.h"
 #include "tools/bench_checkpoint.h"
 #include "tools/bench_inspect.h"
@@ -69,9 +70,10 @@ double median_seconds(int warmup, int repeats, F&& f, const torch::Device& devic
   return times[times.size() / 2];
 }
 
-// GFLOP/s of (m, k) @ (k, n) in `dtype`, enough calls per repeat to last ~50 ms. Where the
-// linears call oneDNN directly in this dtype (model/onednn_linear.h), the faster of that and
-// LibTorch's mm: the rate MFU divides by is the best this machine showed.
+// GFLOP/s of (m, k) @ (k, n) in `dtype`, enough calls per repeat to last ~50 ms. On the CPU,
+// the fastest of LibTorch's mm and the libraries the linears call directly in this dtype
+// (model/fused_linear.h): oneDNN where it runs bfloat16 or beats the BLAS in float32, and the
+// BLAS in float32: the rate MFU divides by is the best this machine showed.
 double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repeats,
                    const torch::Device& device) {
   auto rng = at::make_generator<at::CPUGeneratorImpl>(1);
@@ -93,10 +95,10 @@ double matmul_rate(int64_t m, int64_t k, int64_t n, torch::Dtype dtype, int repe
   double best = rate([&] { torch::mm(a, b); });
   const bool onednn = (dtype == torch::kBFloat16 && onednn_bfloat16_runs()) ||
                       (dtype == torch::kFloat32 && onednn_float32_beats_blas());
-  if (device.is_cpu() && onednn) {
-    torch::Tensor out = torch::empty({m, n}, a.options());
-    best = std::max(best, rate([&] { onednn_matmul(a, b, {}, out); }));
-  }
+  torch::Tensor out = torch::empty({m, n}, a.options());
+  if (device.is_cpu() && onednn) best = std::max(best, rate([&] { onednn_matmul(a, b, {}, out); }));
+  if (device.is_cpu() && dtype == torch::kFloat32)
+    best = std::max(best, rate([&] { blas_matmul(a, b, {}, out); }));
   return best;
 }
 

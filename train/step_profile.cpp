@@ -133,7 +133,7 @@ std::string category_of_op(const std::string& name) {
   if (contains("CppNode") && contains("CausalAttention")) return "attention";
   if (contains("CppNode") && contains("RowNorm")) return "norm";  // RMSNorm and LayerNorm
   if (contains("CppNode") && contains("Swiglu")) return "activation";
-  if (contains("CppNode") && contains("OnednnLinear")) return "matmul";
+  if (contains("CppNode") && contains("FusedLinear")) return "matmul";
   if (name.find("softmax") != std::string::npos && name.find("log_softmax") == std::string::npos) {
     return "attention";
   }

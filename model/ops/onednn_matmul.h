@@ -15,15 +15,15 @@ bool onednn_matmul_built();
 
 // Whether oneDNN runs bfloat16 products on this CPU, with a kernel of its own rather than a
 // reference loop. oneDNN 2.6 has them from AVX-512 (avx512_core) on, and none at all on an
-// AVX2-only CPU. The fused bfloat16 linear (model/onednn_linear.h) asks this. Asked once.
+// AVX2-only CPU. The fused bfloat16 linear (model/fused_linear.h) asks this. Asked once.
 bool onednn_bfloat16_runs();
 
 // Whether oneDNN's float32 product on this CPU is one of its AVX-512 kernels (brgemm). The
 // model's float32 products at its default shapes, one thread: 2x OpenBLAS's with the Haswell
 // kernels that OPENBLAS_CORETYPE=Haswell picks, 1.1x its AVX-512 kernels (OpenBLAS also pays
 // LibTorch's wrapping). On an AVX2-only CPU oneDNN's float32 kernel (gemm:jit) ran at
-// OpenBLAS's speed, so the linears keep LibTorch's path there (docs/MEASUREMENTS.md, round
-// thirteen). The float32 linear (model/onednn_linear.h) asks this. Asked once.
+// OpenBLAS's speed (docs/MEASUREMENTS.md, round thirteen), so the float32 linear
+// (model/fused_linear.h) takes the BLAS's products there. It asks this. Asked once.
 bool onednn_float32_beats_blas();
 
 // out = alpha a b [+ alpha bias] + beta out, for matrices a (M, K), b (K, N), out (M, N), or

@@ -52,10 +52,10 @@ TEST(StepProfile, OperatorsAreNamedIntoTheirCategories) {
   EXPECT_EQ(category_of_op("torch::autograd::AccumulateGrad"), "rest");
   // The fused kernels' backward nodes, by the names LibTorch gives them.
   EXPECT_EQ(category_of_op("torch::autograd::CppNode<tinylm::(anonymous namespace)::"
-                           "OnednnLinear<float> >"),
+                           "FusedLinear<float> >"),
             "matmul");
   EXPECT_EQ(category_of_op("torch::autograd::CppNode<tinylm::(anonymous namespace)::"
-                           "OnednnLinear<c10::BFloat16> >"),
+                           "FusedLinear<c10::BFloat16> >"),
             "matmul");
   EXPECT_EQ(category_of_op("torch::autograd::CppNode<tinylm::(anonymous namespace)::"
                            "CausalAttention>"),

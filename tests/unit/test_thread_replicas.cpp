@@ -35,8 +35,9 @@ class ThreadReplicasSum : public ::testing::TestWithParam<Case> {};
 // bfloat16 autocast (forced: emulated where the CPU has no bfloat16 units); and 64 wide, where
 // LibTorch hands bfloat16 products to oneDNN (past 16^3 multiply-adds), inside the region;
 // with the unembedding tied to the token embedding and, as the default recipe, not. Where the
-// linears are oneDNN's (model/onednn_linear.h), their weight gradients are queued products
-// any replica's thread makes (model/weight_grad_queue.h).
+// linears are fused (model/fused_linear.h: in float32 on every CPU, in bfloat16 where oneDNN
+// runs it), their weight gradients are queued products any replica's thread makes
+// (model/weight_grad_queue.h).
 INSTANTIATE_TEST_SUITE_P(Shapes, ThreadReplicasSum,
                          ::testing::Values(Case{2, 8, false}, Case{2, 8, true}, Case{3, 7, false},
                                            Case{3, 7, true}, Case{2, 8, true, 64},

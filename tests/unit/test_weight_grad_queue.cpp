@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "model/onednn_linear.h"
+#include "model/fused_linear.h"
 #include "model/ops/onednn_matmul.h"
 #include "model/weight_grad_queue.h"
 #include "train/autocast.h"

@@ -1,21 +1,23 @@
-// oneDNN's products (model/ops/onednn_matmul.h) and the linears on them (model/onednn_linear.h),
-// against float64 products of the same values (for bfloat16, of the same bfloat16 values). The
-// bounds come from the arithmetic: a float32 sum of k products is off by at most
-// (k + 2) eps32 times the sum of their magnitudes (Higham, with the bias and the accumulated
-// output as two more terms), and a bfloat16 output adds one rounding, 2^-8 of its value.
+// The libraries' products (oneDNN's, model/ops/onednn_matmul.h; the BLAS's,
+// model/ops/blas_matmul.h) and the linears on them (model/fused_linear.h), against float64
+// products of the same values (for bfloat16, of the same bfloat16 values). The bounds come
+// from the arithmetic: a float32 sum of k products is off by at most (k + 2) eps32 times the
+// sum of their magnitudes (Higham, with the bias and the accumulated output as two more
+// terms), and a bfloat16 output adds one rounding, 2^-8 of its value.
 // The bfloat16 tests run wherever oneDNN runs bfloat16 (oneDNN 2.6: from AVX-512 on). On an
 // AVX2-only CPU oneDNN 2.6 has no bfloat16 product at all: there they skip and say why, and
 // the linears take autocast's path (LinearTakesIt... holds the choice everywhere). The
-// float32 tests run wherever oneDNN's API was built: every CPU has its float32 products,
-// though the linears take them only where they beat the BLAS.
+// float32 tests run both libraries' products on every CPU (oneDNN's wherever its API was
+// built), whichever of them the linear takes here.
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <limits>
 
+#include "model/fused_linear.h"
 #include "model/linear.h"
-#include "model/onednn_linear.h"
+#include "model/ops/blas_matmul.h"
 #include "model/ops/onednn_matmul.h"
 #include "train/autocast.h"
 
@@ -53,76 +55,88 @@ torch::Tensor bound_of(const torch::Tensor& exact, const torch::Tensor& magnitud
   return bound;
 }
 
+using ProductFn = void (*)(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
+                           torch::Tensor&, float, float);
+
 // Products of inputs in `in_type` (bfloat16 or float32) with every layout, output type (float32
-// only for float32 inputs), bias and scaling, each against float64's of the same values.
-void expect_products_equal_float64(torch::ScalarType in_type) {
+// only for float32 inputs), bias and scaling, each against float64's of the same values; in
+// batches too where `batches`.
+void expect_products_equal_float64(ProductFn product, torch::ScalarType in_type, bool batches) {
   struct Scales {
     float alpha, beta;
   };
   const bool f32_in = in_type == torch::kFloat32;
   for (const int64_t batch : {0, 1, 3})  // 0: plain matrices; 1: described as one
-    for (const bool a_transposed : {false, true})
-      for (const bool b_transposed : {false, true})
-        for (const bool f32_out : {false, true})
-          for (const bool with_bias : {false, true})
-            for (const Scales s : {Scales{1.0f, 0.0f}, Scales{1.0f, 1.0f}, Scales{-0.5f, 0.25f}}) {
-              if (f32_in && !f32_out) continue;  // refused (RefusesWhatItCannotDo)
-              const int64_t m = 37, k = 70, n = 19;
-              const auto values = [&](int64_t rows, int64_t cols) {
-                return torch::randn(batch ? std::vector<int64_t>{batch, rows, cols}
-                                          : std::vector<int64_t>{rows, cols})
-                    .to(in_type);
-              };
-              const torch::Tensor a = a_transposed ? values(k, m).transpose(-2, -1) : values(m, k);
-              const torch::Tensor b = b_transposed ? values(n, k).transpose(-2, -1) : values(k, n);
-              const torch::Tensor bias = with_bias ? torch::randn({n}) : torch::Tensor();
-              const auto out_type = f32_out ? torch::kFloat32 : torch::kBFloat16;
-              torch::Tensor out = values(m, n).to(out_type);
-              const torch::Tensor before = out.to(torch::kFloat64);
-              onednn_matmul(a, b, bias, out, s.alpha, s.beta);
-              const torch::Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
-              torch::Tensor exact = torch::matmul(a64, b64);
-              torch::Tensor magnitude = torch::matmul(a64.abs(), b64.abs());
-              if (with_bias) {
-                exact = exact + bias.to(torch::kFloat64);
-                magnitude = magnitude + bias.to(torch::kFloat64).abs();
+    if (batch == 0 || batches)
+      for (const bool a_transposed : {false, true})
+        for (const bool b_transposed : {false, true})
+          for (const bool f32_out : {false, true})
+            for (const bool with_bias : {false, true})
+              for (const Scales s :
+                   {Scales{1.0f, 0.0f}, Scales{1.0f, 1.0f}, Scales{-0.5f, 0.25f}}) {
+                if (f32_in && !f32_out) continue;  // refused (RefusesWhatItCannotDo)
+                const int64_t m = 37, k = 70, n = 19;
+                const auto values = [&](int64_t rows, int64_t cols) {
+                  return torch::randn(batch ? std::vector<int64_t>{batch, rows, cols}
+                                            : std::vector<int64_t>{rows, cols})
+                      .to(in_type);
+                };
+                const torch::Tensor a =
+                    a_transposed ? values(k, m).transpose(-2, -1) : values(m, k);
+                const torch::Tensor b =
+                    b_transposed ? values(n, k).transpose(-2, -1) : values(k, n);
+                const torch::Tensor bias = with_bias ? torch::randn({n}) : torch::Tensor();
+                const auto out_type = f32_out ? torch::kFloat32 : torch::kBFloat16;
+                torch::Tensor out = values(m, n).to(out_type);
+                const torch::Tensor before = out.to(torch::kFloat64);
+                product(a, b, bias, out, s.alpha, s.beta);
+                const torch::Tensor a64 = a.to(torch::kFloat64), b64 = b.to(torch::kFloat64);
+                torch::Tensor exact = torch::matmul(a64, b64);
+                torch::Tensor magnitude = torch::matmul(a64.abs(), b64.abs());
+                if (with_bias) {
+                  exact = exact + bias.to(torch::kFloat64);
+                  magnitude = magnitude + bias.to(torch::kFloat64).abs();
+                }
+                exact = s.alpha * exact + s.beta * before;
+                magnitude = std::abs(s.alpha) * magnitude + std::abs(s.beta) * before.abs();
+                const std::string what =
+                    std::string(f32_in ? "float32" : "bfloat16") + " in, batch " +
+                    std::to_string(batch) + ", a^T " + std::to_string(a_transposed) + ", b^T " +
+                    std::to_string(b_transposed) + ", f32 out " + std::to_string(f32_out) +
+                    ", bias " + std::to_string(with_bias) + ", alpha " + std::to_string(s.alpha) +
+                    ", beta " + std::to_string(s.beta);
+                EXPECT_EQ(out.scalar_type(), out_type) << what;
+                expect_within(out, exact, bound_of(exact, magnitude, k, !f32_out), what);
               }
-              exact = s.alpha * exact + s.beta * before;
-              magnitude = std::abs(s.alpha) * magnitude + std::abs(s.beta) * before.abs();
-              const std::string what =
-                  std::string(f32_in ? "float32" : "bfloat16") + " in, batch " +
-                  std::to_string(batch) + ", a^T " + std::to_string(a_transposed) + ", b^T " +
-                  std::to_string(b_transposed) + ", f32 out " + std::to_string(f32_out) +
-                  ", bias " + std::to_string(with_bias) + ", alpha " + std::to_string(s.alpha) +
-                  ", beta " + std::to_string(s.beta);
-              EXPECT_EQ(out.scalar_type(), out_type) << what;
-              expect_within(out, exact, bound_of(exact, magnitude, k, !f32_out), what);
-            }
 }
 
 TEST(OnednnMatmul, EqualsAFloat64ProductOfItsBfloat16Inputs) {
   SKIP_WITHOUT_ONEDNN();
   torch::manual_seed(11);
-  expect_products_equal_float64(torch::kBFloat16);
+  expect_products_equal_float64(&onednn_matmul, torch::kBFloat16, true);
 }
 
 TEST(OnednnMatmul, EqualsAFloat64ProductOfItsFloat32Inputs) {
   SKIP_WITHOUT_ONEDNN_API();
   torch::manual_seed(12);
-  expect_products_equal_float64(torch::kFloat32);
+  expect_products_equal_float64(&onednn_matmul, torch::kFloat32, true);
 }
 
 // K = 0: the products are an empty sum, and out is alpha bias + beta out; at beta 0 out's
-// old values (NaN here) are never read.
-TEST(OnednnMatmul, AnEmptySumLeavesTheBiasAndBetaTimesOut) {
-  SKIP_WITHOUT_ONEDNN();
-  const torch::Tensor a = bfloat16_values({3, 0}), b = bfloat16_values({0, 2});
+// old values (NaN here) are never read. Operands in `in_type`.
+void expect_empty_sum_leaves_bias_and_beta_out(ProductFn product, torch::ScalarType in_type) {
+  const torch::Tensor a = torch::empty({3, 0}, in_type), b = torch::empty({0, 2}, in_type);
   const torch::Tensor bias = torch::tensor({1.0f, -2.0f});
   torch::Tensor out = torch::full({3, 2}, std::numeric_limits<float>::quiet_NaN());
-  onednn_matmul(a, b, bias, out, 0.5f, 0.0f);
+  product(a, b, bias, out, 0.5f, 0.0f);
   EXPECT_TRUE(torch::equal(out, torch::tensor({0.5f, -1.0f}).expand({3, 2})));
-  onednn_matmul(a, b, {}, out, 1.0f, 2.0f);
+  product(a, b, {}, out, 1.0f, 2.0f);
   EXPECT_TRUE(torch::equal(out, torch::tensor({1.0f, -2.0f}).expand({3, 2})));
+}
+
+TEST(OnednnMatmul, AnEmptySumLeavesTheBiasAndBetaTimesOut) {
+  SKIP_WITHOUT_ONEDNN();
+  expect_empty_sum_leaves_bias_and_beta_out(&onednn_matmul, torch::kBFloat16);
 }
 
 TEST(OnednnMatmul, RefusesWhatItCannotDo) {
@@ -137,6 +151,46 @@ TEST(OnednnMatmul, RefusesWhatItCannotDo) {
   torch::Tensor strided = torch::empty({3, 2}).t();
   EXPECT_THROW(onednn_matmul(a, b, {}, strided), c10::Error);             // out not contiguous
   EXPECT_THROW(onednn_matmul(a, b, torch::randn({4}), out), c10::Error);  // bias of 4
+}
+
+TEST(BlasMatmul, EqualsAFloat64ProductOfItsInputs) {
+  torch::manual_seed(13);
+  expect_products_equal_float64(&blas_matmul, torch::kFloat32, false);
+}
+
+// Operands that are neither rows nor columns contiguous (every other column) are copied into a
+// layout the BLAS reads; a side of 1 takes any stride LibTorch gives it.
+TEST(BlasMatmul, TakesOperandsOfAnyStrides) {
+  torch::manual_seed(14);
+  const torch::Tensor a = torch::randn({5, 14}).slice(1, 0, 14, 2);   // (5, 7), stride (14, 2)
+  const torch::Tensor b = torch::randn({7, 6}).t().contiguous().t();  // (7, 6), columns
+  torch::Tensor out = torch::empty({5, 6});
+  blas_matmul(a, b, {}, out);
+  const torch::Tensor exact = torch::mm(a.to(torch::kFloat64), b.to(torch::kFloat64));
+  const torch::Tensor magnitude =
+      torch::mm(a.abs().to(torch::kFloat64), b.abs().to(torch::kFloat64));
+  expect_within(out, exact, bound_of(exact, magnitude, 7, false), "strided a, column-major b");
+  const torch::Tensor row = torch::randn({1, 7}).as_strided({1, 7}, {3, 1});  // stride 3 < 7
+  const torch::Tensor column = torch::randn({7, 1}).as_strided({7, 1}, {1, 1});
+  torch::Tensor one = torch::empty({1, 1});
+  blas_matmul(row, column, {}, one);
+  EXPECT_NEAR(one.item<double>(), torch::mm(row, column).item<double>(),
+              9 * kEps32 * torch::mm(row.abs(), column.abs()).item<double>());
+}
+
+TEST(BlasMatmul, AnEmptySumLeavesTheBiasAndBetaTimesOut) {
+  expect_empty_sum_leaves_bias_and_beta_out(&blas_matmul, torch::kFloat32);
+}
+
+TEST(BlasMatmul, RefusesWhatItCannotDo) {
+  torch::Tensor out = torch::empty({2, 3});
+  const torch::Tensor a = torch::randn({2, 4}), b = torch::randn({4, 3});
+  EXPECT_THROW(blas_matmul(a.to(torch::kFloat64), b, {}, out), c10::Error);  // float64 a
+  EXPECT_THROW(blas_matmul(a, torch::randn({5, 3}), {}, out), c10::Error);   // k differs
+  torch::Tensor strided = torch::empty({3, 2}).t();
+  EXPECT_THROW(blas_matmul(a, b, {}, strided), c10::Error);             // out not contiguous
+  EXPECT_THROW(blas_matmul(a, b, torch::randn({4}), out), c10::Error);  // bias of the wrong size
+  EXPECT_THROW(blas_matmul(a.unsqueeze(0), b.unsqueeze(0), {}, out), c10::Error);  // batches
 }
 
 // y = linear(x, W, b) and the gradients of sum(y * g), each against float64 of the values
@@ -231,28 +285,64 @@ TEST(BFloat16Linear, LinearTakesItUnderBfloat16AutocastWhereNative) {
   EXPECT_TRUE(torch::equal(linear(x), bfloat16_linear(x, linear->weight, linear->bias)));
 }
 
-TEST(Float32Linear, ValuesAndGradientsEqualFloat64) {
+torch::Tensor float32_linear_on_onednn(const torch::Tensor& x, const torch::Tensor& weight,
+                                       const torch::Tensor& bias) {
+  return float32_linear(x, weight, bias, Float32Products::kOnednn);
+}
+torch::Tensor float32_linear_on_blas(const torch::Tensor& x, const torch::Tensor& weight,
+                                     const torch::Tensor& bias) {
+  return float32_linear(x, weight, bias, Float32Products::kBlas);
+}
+
+TEST(Float32Linear, ValuesAndGradientsEqualFloat64OnOnednn) {
   SKIP_WITHOUT_ONEDNN_API();
   torch::manual_seed(8);
   for (const bool with_bias : {false, true})
-    expect_linear_equals_float64(float32_linear, torch::kFloat32, torch::kFloat32, with_bias);
+    expect_linear_equals_float64(float32_linear_on_onednn, torch::kFloat32, torch::kFloat32,
+                                 with_bias);
+}
+
+TEST(Float32Linear, ValuesAndGradientsEqualFloat64OnTheBlas) {
+  torch::manual_seed(8);
+  for (const bool with_bias : {false, true})
+    expect_linear_equals_float64(float32_linear_on_blas, torch::kFloat32, torch::kFloat32,
+                                 with_bias);
+}
+
+// The BLAS's products are the sgemm LibTorch's own linear calls: the same values, but for the
+// bias's gradient (a sum of dy's rows in another order).
+TEST(Float32Linear, OnTheBlasMatchesLibTorchsLinear) {
+  torch::manual_seed(10);
+  const torch::Tensor x = torch::randn({3, 5, 16}, torch::requires_grad());
+  const torch::Tensor weight = torch::randn({8, 16}, torch::requires_grad());
+  const torch::Tensor bias = torch::randn({8}, torch::requires_grad());
+  const torch::Tensor g = torch::randn({3, 5, 8});
+  const torch::Tensor ours = float32_linear_on_blas(x, weight, bias);
+  const auto our_grads = torch::autograd::grad({ours}, {x, weight}, {g});
+  const torch::Tensor theirs = torch::addmm(bias, x.view({-1, 16}), weight.t()).view({3, 5, 8});
+  const auto their_grads = torch::autograd::grad({theirs}, {x, weight}, {g});
+  EXPECT_TRUE(torch::equal(ours, theirs));
+  EXPECT_TRUE(torch::equal(our_grads[0], their_grads[0]));
+  EXPECT_TRUE(torch::equal(our_grads[1], their_grads[1]));
 }
 
 // Linear takes the float32 path exactly where float32_linear_takes says: float32 outside
-// autocast, more than one row, where oneDNN's float32 kernel beats the BLAS.
-TEST(Float32Linear, LinearTakesItWhereOnednnBeatsTheBlas) {
+// autocast, more than one row; with oneDNN's products where its float32 kernel beats the BLAS.
+TEST(Float32Linear, LinearTakesItForFloat32OnTheFasterLibrary) {
   torch::manual_seed(9);
   Linear linear(16, 8, true);
   const torch::Tensor x = torch::randn({2, 5, 16});
-  EXPECT_EQ(float32_linear_takes(x, linear->weight), onednn_float32_beats_blas());
+  EXPECT_TRUE(float32_linear_takes(x, linear->weight));
+  EXPECT_EQ(float32_products(),
+            onednn_float32_beats_blas() ? Float32Products::kOnednn : Float32Products::kBlas);
   EXPECT_FALSE(float32_linear_takes(x.to(torch::kFloat64), linear->weight));
   EXPECT_FALSE(float32_linear_takes(torch::randn({1, 1, 16}), linear->weight));  // one row
   {
     Autocast autocast(true, torch::Device(torch::kCPU));
     EXPECT_FALSE(float32_linear_takes(x, linear->weight));
   }
-  if (!onednn_float32_beats_blas()) return;
-  EXPECT_TRUE(torch::equal(linear(x), float32_linear(x, linear->weight, linear->bias)));
+  EXPECT_TRUE(
+      torch::equal(linear(x), float32_linear(x, linear->weight, linear->bias, float32_products())));
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // Weight gradients any thread may make (model/weight_grad_queue.h): the queue runs each task
-// once, oldest first, on whichever thread asks, within its bound; and a oneDNN linear's
+// once, oldest first, on whichever thread asks, within its bound; and a fused linear's
 // backward under a queue hands its weight's product to a waiting thread, which makes the
-// gradient autograd makes without a queue, to the bit. float32_linear runs wherever oneDNN's
-// API was built, so these run on every CPU; bfloat16_linear where oneDNN has bfloat16.
+// gradient autograd makes without a queue, to the bit. float32_linear runs on every CPU with
+// either library's products (the BLAS's always; oneDNN's wherever its API was built);
+// bfloat16_linear where oneDNN has bfloat16.
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -115,31 +116,34 @@ Weights linear(int64_t in, int64_t out, bool with_grads) {
   return l;
 }
 
-// One backward of linear(x) . g, under `queue` when given; x's gradient returned.
+// One backward of linear(x) . g, under `queue` when given; x's gradient returned. In
+// bfloat16, or in float32 with `products`.
 torch::Tensor backward(const Weights& l, const torch::Tensor& x_in, bool bfloat16,
-                       WeightGradQueue* queue) {
+                       Float32Products products, WeightGradQueue* queue) {
   const torch::Tensor x = x_in.detach().requires_grad_();
   torch::manual_seed(12);
   const torch::Tensor g = torch::randn({x.size(0), l.weight.size(0)});
   torch::Tensor y;
   {
     Autocast autocast(bfloat16, torch::Device(torch::kCPU));
-    y = bfloat16 ? bfloat16_linear(x, l.weight, l.bias) : float32_linear(x, l.weight, l.bias);
+    y = bfloat16 ? bfloat16_linear(x, l.weight, l.bias)
+                 : float32_linear(x, l.weight, l.bias, products);
   }
   const ScopedWeightGradQueue scoped(queue);
   (y.to(torch::kFloat32) * g).sum().backward();
   return x.grad();
 }
 
-void expect_queued_product_equals_autograds(bool bfloat16) {
+void expect_queued_product_equals_autograds(bool bfloat16,
+                                            Float32Products products = Float32Products::kOnednn) {
   const torch::Tensor x = torch::randn({37, 24});
   const Weights reference = linear(24, 40, true), queued = linear(24, 40, true);
-  const torch::Tensor reference_dx = backward(reference, x, bfloat16, nullptr);
+  const torch::Tensor reference_dx = backward(reference, x, bfloat16, products, nullptr);
   WeightGradQueue queue;
   torch::Tensor dx;
   {
     const WaitingThread waiting(queue);
-    dx = backward(queued, x, bfloat16, &queue);
+    dx = backward(queued, x, bfloat16, products, &queue);
   }
   EXPECT_EQ(queue.queued_so_far(), 1);  // the weight's product, made by the waiting thread
   EXPECT_TRUE(torch::equal(dx, reference_dx));
@@ -151,7 +155,12 @@ void expect_queued_product_equals_autograds(bool bfloat16) {
 
 TEST(WeightGradQueue, AFloat32LinearsQueuedProductIsAutogradsGradient) {
   if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)";
-  expect_queued_product_equals_autograds(false);
+  expect_queued_product_equals_autograds(false, Float32Products::kOnednn);
+}
+
+// The BLAS's product adds into the gradient with beta 1 (AVX2-only CPUs' float32 linears).
+TEST(WeightGradQueue, AFloat32LinearsQueuedBlasProductIsAutogradsGradient) {
+  expect_queued_product_equals_autograds(false, Float32Products::kBlas);
 }
 
 TEST(WeightGradQueue, ABfloat16LinearsQueuedProductIsAutogradsGradient) {
@@ -163,12 +172,13 @@ TEST(WeightGradQueue, ABfloat16LinearsQueuedProductIsAutogradsGradient) {
 // Nothing is queued where no thread waits (made at once, its operands in cache), where the
 // product has nowhere to add (no gradient yet), where the queue keeps the weight inline, or
 // past the queue's bound: each way the gradient is autograd's.
+// (The BLAS's products, which every build has.)
 TEST(WeightGradQueue, MakesInlineWhatItCannotHandOver) {
-  if (!onednn_matmul_built()) GTEST_SKIP() << "this build has no oneDNN API (libdnnl-dev)";
+  constexpr Float32Products kBlas = Float32Products::kBlas;
   const torch::Tensor x = torch::randn({9, 8});
   for (const bool with_grads : {false, true}) {
     const Weights reference = linear(8, 5, with_grads);
-    backward(reference, x, false, nullptr);
+    backward(reference, x, false, kBlas, nullptr);
     for (const std::string way : {"no thread waits", "inline", "over the bound"}) {
       const Weights l = linear(8, 5, with_grads);
       WeightGradQueue queue(way == "over the bound" ? 0 : int64_t{1} << 20);
@@ -176,7 +186,7 @@ TEST(WeightGradQueue, MakesInlineWhatItCannotHandOver) {
       {
         std::optional<WaitingThread> waiting;
         if (way != "no thread waits") waiting.emplace(queue);
-        backward(l, x, false, &queue);
+        backward(l, x, false, kBlas, &queue);
       }
       EXPECT_EQ(queue.queued_so_far(), 0) << way << ", with gradients " << with_grads;
       EXPECT_TRUE(torch::equal(l.weight.grad(), reference.weight.grad()))

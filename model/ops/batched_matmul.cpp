@@ -18,10 +18,9 @@ struct Operand {
 };
 
 Operand operand(const torch::Tensor& x) {
-  const int64_t r = x.size(1), c = x.size(2);
-  if (x.stride(2) == 1 && x.stride(1) == c) return {x, false, static_cast<int>(c)};
-  if (x.stride(1) == 1 && x.stride(2) == r) return {x, true, static_cast<int>(r)};
-  return {x.contiguous(), false, static_cast<int>(c)};
+  if (const auto l = blas_layout(x.size(1), x.size(2), x.stride(1), x.stride(2)))
+    return {x, l->transposed, l->ld};
+  return {x.contiguous(), false, static_cast<int>(std::max<int64_t>(x.size(2), 1))};
 }
 
 // (N, n, k) @ (N, k, m) -> (N, n, m) float; no autograd.

@@ -2,6 +2,10 @@
 // The Fortran BLAS routines that LibTorch itself links (OpenBLAS here), for the few places
 // that call them directly: column-major, arguments by pointer.
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <optional>
 #include <type_traits>
 
 extern "C" {
@@ -19,6 +23,30 @@ void sgemv_(const char* trans, const int* m, const int* n, const float* alpha, c
 }
 
 namespace tinylm {
+
+// A row-major matrix (rows, cols) with strides (row_stride, col_stride) as the BLAS reads it:
+// its rows contiguous (transposed = false) or its columns (true: the transpose of a row-major
+// matrix), `ld` apart; nullopt where it is neither, or ld is past int's range. A stride of a
+// side of 1 is arbitrary in LibTorch, so such a side fits either way.
+struct BlasLayout {
+  bool transposed;
+  int ld;
+};
+inline std::optional<BlasLayout> blas_layout(int64_t rows, int64_t cols, int64_t row_stride,
+                                             int64_t col_stride) {
+  const auto fits = [](int64_t ld, int64_t line) {
+    return ld >= std::max<int64_t>(line, 1) && ld <= INT_MAX;
+  };
+  if (cols <= 1 || col_stride == 1) {  // rows contiguous, row_stride apart
+    const int64_t ld = rows <= 1 ? std::max<int64_t>(cols, 1) : row_stride;
+    if (fits(ld, cols)) return BlasLayout{false, static_cast<int>(ld)};
+  }
+  if (rows <= 1 || row_stride == 1) {  // columns contiguous, col_stride apart
+    const int64_t ld = cols <= 1 ? std::max<int64_t>(rows, 1) : col_stride;
+    if (fits(ld, rows)) return BlasLayout{true, static_cast<int>(ld)};
+  }
+  return std::nullopt;
+}
 
 // Row-major C (m, n) = alpha op(A) op(B) + beta C, op(A) (m, k) and op(B) (k, n); A is
 // stored (k, m) when trans_a, B (k, n) unless trans_b; ld* are row strides. Row-major C is

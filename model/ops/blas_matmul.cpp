@@ -2,38 +2,16 @@
 
 #include <algorithm>
 #include <climits>
-#include <optional>
 
 #include "model/ops/blas.h"
 
 namespace tinylm {
 namespace {
 
-// A matrix as the BLAS reads it: its rows contiguous (transposed = false) or its columns
-// (transposed = true, the transpose of a row-major matrix), and the stride between them.
-struct BlasOperand {
-  const float* data;
-  bool transposed;
-  int ld;
-};
-
 bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
-// t's layout, or nullopt where neither its rows nor its columns are contiguous. A stride of
-// a dimension of size 1 is arbitrary in LibTorch, so such a dimension fits either way.
-std::optional<BlasOperand> blas_layout(const torch::Tensor& t) {
-  const int64_t rows = t.size(0), cols = t.size(1);
-  if (cols <= 1 || t.stride(1) == 1) {  // rows contiguous, t.stride(0) apart
-    const int64_t ld = rows <= 1 ? std::max<int64_t>(cols, 1) : t.stride(0);
-    if (ld >= std::max<int64_t>(cols, 1) && fits_int(ld))
-      return BlasOperand{t.data_ptr<float>(), false, static_cast<int>(ld)};
-  }
-  if (rows <= 1 || t.stride(0) == 1) {  // columns contiguous, t.stride(1) apart
-    const int64_t ld = cols <= 1 ? std::max<int64_t>(rows, 1) : t.stride(1);
-    if (ld >= std::max<int64_t>(rows, 1) && fits_int(ld))
-      return BlasOperand{t.data_ptr<float>(), true, static_cast<int>(ld)};
-  }
-  return std::nullopt;
+std::optional<BlasLayout> layout_of(const torch::Tensor& t) {
+  return blas_layout(t.size(0), t.size(1), t.stride(0), t.stride(1));
 }
 
 }  // namespace
@@ -71,12 +49,12 @@ void blas_matmul(const torch::Tensor& a_in, const torch::Tensor& b_in, const tor
     beta = 1.0f;
   }
   // An operand in neither layout is copied into one (the callers' never are).
-  const torch::Tensor a = blas_layout(a_in) ? a_in : a_in.contiguous();
-  const torch::Tensor b = blas_layout(b_in) ? b_in : b_in.contiguous();
-  const BlasOperand oa = *blas_layout(a), ob = *blas_layout(b);
-  gemm_row_major<float>(oa.transposed, ob.transposed, static_cast<int>(m), static_cast<int>(n),
-                        static_cast<int>(k), alpha, oa.data, oa.ld, ob.data, ob.ld, beta, c,
-                        static_cast<int>(std::max<int64_t>(n, 1)));
+  const torch::Tensor a = layout_of(a_in) ? a_in : a_in.contiguous();
+  const torch::Tensor b = layout_of(b_in) ? b_in : b_in.contiguous();
+  const BlasLayout la = *layout_of(a), lb = *layout_of(b);
+  gemm_row_major<float>(la.transposed, lb.transposed, static_cast<int>(m), static_cast<int>(n),
+                        static_cast<int>(k), alpha, a.data_ptr<float>(), la.ld, b.data_ptr<float>(),
+                        lb.ld, beta, c, static_cast<int>(std::max<int64_t>(n, 1)));
 }
 
 }  // namespace tinylm

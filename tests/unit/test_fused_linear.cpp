@@ -326,6 +326,43 @@ TEST(Float32Linear, OnTheBlasMatchesLibTorchsLinear) {
   EXPECT_TRUE(torch::equal(our_grads[1], their_grads[1]));
 }
 
+// The bias's gradient is dy's rows added in float32 one after another, column by column: the
+// bits a scalar loop gives, whichever per-CPU clone of the node's loop this CPU runs (each
+// keeps every column's row order). 111 rows of 67 columns leave a remainder in every vector
+// width. A loop that pairs rows before adding them, or sums in double, fails it.
+void expect_bias_gradient_is_the_row_order_sum(LinearFn linear, torch::ScalarType products) {
+  const int64_t in = 16, out = 67;
+  const torch::Tensor x = torch::randn({3, 37, in}, torch::requires_grad());
+  const torch::Tensor weight = torch::randn({out, in}, torch::requires_grad());
+  const torch::Tensor bias = torch::randn({out}, torch::requires_grad());
+  const torch::Tensor y = linear(x, weight, bias);
+  ASSERT_EQ(y.scalar_type(), products);
+  // Magnitudes over 2^10 apart, so that a sum in another order or precision rounds otherwise.
+  const torch::Tensor g =
+      (torch::randn({3, 37, out}) * torch::pow(2.0, torch::randint(-10, 10, {3, 37, 1})))
+          .to(products);
+  const torch::Tensor db = torch::autograd::grad({y}, {bias}, {g})[0];
+  const torch::Tensor rows = g.to(torch::kFloat32).reshape({-1, out}).contiguous();  // exact
+  std::vector<float> sum(static_cast<size_t>(out), 0.0f);
+  const float* r = rows.data_ptr<float>();
+  for (int64_t i = 0; i < rows.size(0); ++i)
+    for (int64_t c = 0; c < out; ++c) sum[static_cast<size_t>(c)] += r[i * out + c];
+  EXPECT_TRUE(torch::equal(db, torch::tensor(sum)));
+}
+
+TEST(Float32Linear, BiasGradientIsTheRowOrderSum) {
+  torch::manual_seed(11);
+  expect_bias_gradient_is_the_row_order_sum(float32_linear_on_blas, torch::kFloat32);
+  if (onednn_matmul_built())
+    expect_bias_gradient_is_the_row_order_sum(float32_linear_on_onednn, torch::kFloat32);
+}
+
+TEST(BFloat16Linear, BiasGradientIsTheRowOrderSum) {
+  SKIP_WITHOUT_ONEDNN();
+  torch::manual_seed(12);
+  expect_bias_gradient_is_the_row_order_sum(bfloat16_linear, torch::kBFloat16);
+}
+
 // Linear takes the float32 path exactly where float32_linear_takes says: float32 outside
 // autocast, more than one row; with oneDNN's products where its float32 kernel beats the BLAS.
 TEST(Float32Linear, LinearTakesItForFloat32OnTheFasterLibrary) {
